@@ -1,0 +1,58 @@
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+.DELETE_ON_ERROR:
+
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+# The Lambda runtime is python3.13: the environment, `sam build` and the
+# tests all use it. pyenv picks it through .python-version; else PATH.
+PYTHON313 := $(shell (command -v pyenv >/dev/null && pyenv which python3.13 2>/dev/null) || command -v python3.13)
+
+export PATH := $(BIN):$(PATH)
+export SAM_CLI_TELEMETRY := 0
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+DEV_ARGS ?=
+
+.PHONY: help venv dev test lint build unit openapi lock bench clean
+
+help:  ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: requirements/dev.txt requirements/lock.txt layers/core/requirements.txt
+	@test -n "$(PYTHON313)" || { echo "python3.13 not found: install it (pyenv install 3.13.0) or put it on PATH"; exit 1; }
+	@test -x $(BIN)/python || $(PYTHON313) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -c requirements/lock.txt -r requirements/dev.txt
+	@touch $@
+
+venv: $(VENV)/.installed  ## Create the environment (pinned) if it is missing or stale
+
+dev: venv  ## Run the API on http://127.0.0.1:3000 (DEV_ARGS="--port 3001 --fresh" ...)
+	python -m devserver $(DEV_ARGS)
+
+test: lint build  ## Everything CI runs: lint, sam build, the test suites
+	IDBLOCKS_REQUIRE_BUILD=1 python -m pytest
+
+lint: venv  ## ruff, cfn-lint, sam validate --lint
+	ruff check .
+	ruff format --check .
+	cfn-lint template.yaml
+	sam validate --lint
+
+build: venv  ## sam build (the layer and the three functions, arm64)
+	sam build
+
+unit: venv  ## The pytest suites only
+	python -m pytest
+
+openapi: venv  ## Regenerate docs/openapi.json from the code
+	python -m scripts.openapi > docs/openapi.json
+
+lock: venv  ## Re-pin every transitive dependency into requirements/lock.txt
+	python -m pip freeze --exclude-editable | grep -v '^-e ' > requirements/lock.txt
+
+bench: venv  ## Benchmarks (not tests); results land in bench/results/
+	python -m bench
+
+clean:  ## Remove build output and the environment
+	rm -rf .aws-sam $(VENV) .pytest_cache .ruff_cache

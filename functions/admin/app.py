@@ -1,0 +1,84 @@
+"""/admin/counters: create, list, read, move forward and delete counters.
+Always behind AWS_IAM (see template.yaml)."""
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Query
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from idblocks_core import http
+from idblocks_core.counters import LIST_LIMIT_MAX, get_counters
+from idblocks_core.observability import logger, tracer
+from idblocks_core.schemas import CounterPage, CounterState, CreateCounterRequest, SetNextRequest
+
+app = http.new_resolver()
+
+
+@app.post(
+    "/admin/counters",
+    summary="Create a counter",
+    responses=http.documented(201, CounterState, 400, 409, 415, 503),
+    security=http.ADMIN_SECURITY,
+)
+@tracer.capture_method
+def create_counter(request: CreateCounterRequest) -> Response[CounterState]:
+    counter = get_counters().create(request.name, request.start, request.max)
+    return http.json_response(201, CounterState(**counter.as_dict()))
+
+
+@app.get(
+    "/admin/counters",
+    summary="List counters, a page at a time",
+    responses=http.documented(200, CounterPage, 400, 503),
+    security=http.ADMIN_SECURITY,
+)
+@tracer.capture_method
+def list_counters(
+    limit: Annotated[int, Query(ge=1, le=LIST_LIMIT_MAX, description="Page size.")] = 100,
+    cursor: Annotated[str | None, Query(max_length=512, description="From the previous page.")] = None,
+) -> Response[CounterPage]:
+    counters, next_cursor = get_counters().list(limit, cursor)
+    page = CounterPage(counters=[CounterState(**c.as_dict()) for c in counters], cursor=next_cursor)
+    return http.json_response(200, page)
+
+
+@app.get(
+    "/admin/counters/<name>",
+    summary="Read a counter",
+    responses=http.documented(200, CounterState, 400, 404, 503),
+    security=http.ADMIN_SECURITY,
+)
+@tracer.capture_method
+def get_counter(name: http.CounterName) -> Response[CounterState]:
+    return http.json_response(200, CounterState(**get_counters().get(name).as_dict()))
+
+
+@app.put(
+    "/admin/counters/<name>",
+    summary="Move a counter forward (never back)",
+    responses=http.documented(200, CounterState, 400, 404, 409, 415, 503),
+    security=http.ADMIN_SECURITY,
+)
+@tracer.capture_method
+def set_next(name: http.CounterName, request: SetNextRequest) -> Response[CounterState]:
+    return http.json_response(200, CounterState(**get_counters().set_next(name, request.next).as_dict()))
+
+
+@app.delete(
+    "/admin/counters/<name>",
+    summary="Delete a counter; its high-water mark is kept",
+    responses=http.documented(204, None, 400, 404, 503),
+    security=http.ADMIN_SECURITY,
+)
+@tracer.capture_method
+def delete_counter(name: http.CounterName) -> Response[None]:
+    get_counters().delete(name)
+    return http.json_response(204, None)
+
+
+@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict, context: LambdaContext) -> dict:
+    return app.resolve(event, context)

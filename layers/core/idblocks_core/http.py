@@ -1,0 +1,220 @@
+"""What the three handlers share about HTTP: the resolver they are built on,
+the one mapping from exceptions to status codes, the error body, the caller's
+identity, and the allocation entry point that honours Idempotency-Key.
+
+Every response carries ``Cache-Control: no-store``: an ID served from a cache
+is an ID handed out twice.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestUnsupportedContentType,
+    RequestValidationError,
+)
+from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn
+from aws_lambda_powertools.event_handler.openapi.params import Header, Path
+from aws_lambda_powertools.metrics import MetricUnit
+from pydantic import BaseModel
+
+from idblocks_core import idempotency
+from idblocks_core.counters import get_counters
+from idblocks_core.errors import (
+    Conflict,
+    CounterNotFound,
+    IdBlocksError,
+    IdempotencyKeyReused,
+    InvalidInput,
+    RequestInProgress,
+    ServiceUnavailable,
+)
+from idblocks_core.model import Block
+from idblocks_core.observability import logger, metrics
+from idblocks_core.rules import IDEMPOTENCY_KEY_PATTERN, NAME_PATTERN, check_idempotency_key
+from idblocks_core.schemas import ErrorBody
+
+JSON = "application/json"
+NO_STORE = {"Cache-Control": "no-store"}
+
+# Most specific first: the first class an error is an instance of decides.
+_STATUS: tuple[tuple[type[IdBlocksError], int], ...] = (
+    (InvalidInput, 400),
+    (CounterNotFound, 404),
+    (RequestInProgress, 409),
+    (Conflict, 409),
+    (IdempotencyKeyReused, 422),
+    (ServiceUnavailable, 503),
+)
+
+CounterName = Annotated[
+    str,
+    Path(pattern=NAME_PATTERN, min_length=1, max_length=128, description="Counter name."),
+]
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        pattern=IDEMPOTENCY_KEY_PATTERN,
+        description=(
+            "Makes the request safe to retry: the same caller, counter, key and count get the "
+            "identical response for the key's lifetime (IdempotencyTtlSeconds)."
+        ),
+    ),
+]
+
+
+def status_of(error: IdBlocksError) -> int:
+    for cls, status in _STATUS:
+        if isinstance(error, cls):
+            return status
+    return 500
+
+
+def json_response(
+    status: int, body: BaseModel | dict[str, Any] | None, headers: dict[str, str] | None = None
+) -> Response:
+    if isinstance(body, BaseModel):
+        body = body.model_dump(mode="json")
+    return Response(
+        status_code=status,
+        content_type=JSON if body is not None else None,
+        body=body,
+        headers={**NO_STORE, **(headers or {})},
+    )
+
+
+def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
+    return json_response(status, {"error": {"code": code, "message": message}}, headers)
+
+
+_ERROR_DESCRIPTIONS = {
+    400: "Bad input; nothing was changed.",
+    404: "No such counter.",
+    409: "The counter's state forbids it (see error.code).",
+    415: "The body is not JSON.",
+    422: "Idempotency-Key reused with a different body.",
+    503: "DynamoDB throttled or unavailable; retry after Retry-After seconds.",
+}
+
+
+def documented(status: int, model: type[BaseModel] | None, *errors: int) -> dict[int, dict[str, Any]]:
+    """OpenAPI responses of a route: its success and the errors it can answer with."""
+    success: dict[str, Any] = {"description": "Success."}
+    if model is not None:
+        success["content"] = {JSON: {"model": model}}
+    responses = {status: success}
+    for error in errors:
+        responses[error] = {
+            "description": _ERROR_DESCRIPTIONS[error],
+            "content": {JSON: {"model": ErrorBody}},
+        }
+    return responses
+
+
+def _on_domain_error(error: IdBlocksError) -> Response:
+    status = status_of(error)
+    headers = {}
+    retry_after = getattr(error, "retry_after_seconds", None)
+    if retry_after is not None:
+        headers["Retry-After"] = str(retry_after)
+    if status >= 500:
+        logger.warning("request failed", error_code=error.code, error=error.message)
+    return error_response(status, error.code, error.message, headers)
+
+
+def _field_code(location: tuple[Any, ...]) -> str:
+    field = str(location[-1]).lower().replace("-", "_")
+    return f"invalid_{field}"
+
+
+def _on_validation_error(error: RequestValidationError) -> Response:
+    """Powertools' validation errors, reworded into the API's error body. The
+    first problem is reported; the code names the field it is about."""
+    problem = error.errors()[0]
+    location = tuple(problem.get("loc", ()))
+    kind = problem.get("type", "")
+    if kind == "json_invalid":
+        return error_response(400, "invalid_json", "request body is not valid JSON")
+    fields = [part for part in location[1:] if isinstance(part, str)]
+    if not fields:
+        return error_response(400, "invalid_body", "request body must be a JSON object")
+    if kind == "extra_forbidden":
+        return error_response(400, "invalid_body", f"unknown field '{fields[-1]}'")
+    return error_response(400, _field_code(tuple(fields)), f"{fields[-1]}: {problem.get('msg', 'invalid')}")
+
+
+def _on_unsupported_content_type(_: RequestUnsupportedContentType) -> Response:
+    return error_response(415, "unsupported_media_type", "send the request body as application/json")
+
+
+def _on_route_not_found(_: NotFoundError) -> Response:
+    return error_response(404, "route_not_found", "no such route")
+
+
+def _on_unexpected(error: Exception) -> Response:
+    logger.exception("unexpected error")
+    return error_response(500, "internal_error", "internal error; it has been logged")
+
+
+# How API Gateway authenticates callers (template.yaml). next and batch take
+# whichever the deployment's ClientAuth chose; the admin routes always SigV4.
+SECURITY_SCHEMES = {
+    "sigv4": APIKey(
+        name="Authorization", in_=APIKeyIn.header, description="AWS Signature Version 4 (AWS_IAM)"
+    ),
+    "api_key": APIKey(name="x-api-key", in_=APIKeyIn.header, description="API key (ClientAuth API_KEY)"),
+}
+CLIENT_SECURITY: list[dict[str, list[str]]] = [{"sigv4": []}, {"api_key": []}, {}]
+ADMIN_SECURITY: list[dict[str, list[str]]] = [{"sigv4": []}]
+
+
+def new_resolver() -> APIGatewayRestResolver:
+    app = APIGatewayRestResolver(enable_validation=True)
+    app.configure_openapi(title="idblocks", security_schemes=SECURITY_SCHEMES)
+    app.exception_handler(IdBlocksError)(_on_domain_error)
+    app.exception_handler(RequestValidationError)(_on_validation_error)
+    app.exception_handler(RequestUnsupportedContentType)(_on_unsupported_content_type)
+    app.not_found(_on_route_not_found)
+    app.exception_handler(Exception)(_on_unexpected)
+    return app
+
+
+def caller_of(app: APIGatewayRestResolver) -> str:
+    """Who is calling, as API Gateway authenticated them: the IAM principal,
+    else the API key, else nobody in particular (ClientAuth NONE)."""
+    identity = app.current_event.request_context.identity
+    if identity.user_arn:
+        return f"iam:{identity.user_arn}"
+    if identity.api_key_id:
+        return f"apikey:{identity.api_key_id}"
+    return "anonymous"
+
+
+def allocate(
+    app: APIGatewayRestResolver, route: str, name: str, count: int, idempotency_key: str | None
+) -> Block:
+    """The allocation behind next and batch. Metrics count IDs really
+    allocated, by route; the counter name stays out of the dimensions, where
+    thousands of names would each become a billed metric."""
+
+    def _record_allocation(block: Block) -> None:
+        metrics.add_dimension(name="route", value=route)
+        metrics.add_metric(name="IdsAllocated", unit=MetricUnit.Count, value=block.count)
+        metrics.add_metric(name="BlocksAllocated", unit=MetricUnit.Count, value=1)
+
+    if idempotency_key is None:
+        block = get_counters().allocate(name, count)
+        _record_allocation(block)
+        return block
+    return idempotency.allocate_once(
+        caller=caller_of(app),
+        counter=name,
+        count=count,
+        key=check_idempotency_key(idempotency_key),
+        lambda_context=app.lambda_context,
+        on_fresh=_record_allocation,
+    )

@@ -1,0 +1,35 @@
+"""The values the core hands around: a counter's public state and a block of IDs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Block:
+    """IDs ``start`` to ``end``, both inclusive, handed out to one caller."""
+
+    start: int
+    end: int
+
+    @property
+    def count(self) -> int:
+        return self.end - self.start + 1
+
+
+@dataclass(frozen=True)
+class Counter:
+    name: str
+    next: int  # the next ID this counter will hand out
+    max: int  # the last ID it may hand out
+    created_at: str
+    updated_at: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "next": self.next,
+            "max": self.max,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        }

@@ -1,0 +1,76 @@
+"""The rules every counter and request obeys. Pure functions, no I/O."""
+
+from __future__ import annotations
+
+import re
+
+from idblocks_core.errors import InvalidInput
+
+NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
+_NAME_RE = re.compile(NAME_PATTERN)
+
+# The largest integer a JavaScript client can hold exactly; the default ceiling.
+DEFAULT_MAX_ID = 2**53 - 1
+# The largest ID any counter may reach: a signed 64-bit integer.
+LIMIT_MAX_ID = 2**63 - 1
+
+# Opaque request tokens (Idempotency-Key): printable ASCII without spaces.
+IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,128}$"
+_IDEMPOTENCY_KEY_RE = re.compile(IDEMPOTENCY_KEY_PATTERN)
+
+
+def _is_int(value: object) -> bool:
+    # bool is an int subclass; True is not a count.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_name(name: object) -> str:
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+        raise InvalidInput(
+            "invalid_name",
+            "counter name must be 1-128 characters of A-Z, a-z, 0-9, '_', '.' or '-'",
+        )
+    return name
+
+
+def check_count(count: object, max_batch_size: int) -> int:
+    if not _is_int(count) or not 1 <= count <= max_batch_size:  # type: ignore[operator]
+        raise InvalidInput("invalid_count", f"count must be an integer from 1 to {max_batch_size}")
+    return count  # type: ignore[return-value]
+
+
+def check_new_counter(start: object, max_id: object) -> tuple[int | None, int]:
+    """Validate create parameters; ``start`` None means "from 1" (or, for a
+    deleted counter, right after its high-water mark)."""
+    if max_id is None:
+        max_id = DEFAULT_MAX_ID
+    if not _is_int(max_id) or not 1 <= max_id <= LIMIT_MAX_ID:  # type: ignore[operator]
+        raise InvalidInput("invalid_max", f"max must be an integer from 1 to {LIMIT_MAX_ID}")
+    if start is not None:
+        if not _is_int(start) or not 1 <= start <= LIMIT_MAX_ID:  # type: ignore[operator]
+            raise InvalidInput("invalid_start", f"start must be an integer from 1 to {LIMIT_MAX_ID}")
+        if start > max_id:  # type: ignore[operator]
+            raise InvalidInput("invalid_start", f"start {start} is above max {max_id}")
+    return start, max_id  # type: ignore[return-value]
+
+
+def check_next(next_id: object) -> int:
+    # A counter whose next ID is max + 1 is exhausted; that is as far as it goes.
+    if not _is_int(next_id) or not 1 <= next_id <= LIMIT_MAX_ID + 1:  # type: ignore[operator]
+        raise InvalidInput("invalid_next", f"next must be an integer from 1 to {LIMIT_MAX_ID + 1}")
+    return next_id  # type: ignore[return-value]
+
+
+def check_idempotency_key(key: object) -> str:
+    if not isinstance(key, str) or not _IDEMPOTENCY_KEY_RE.fullmatch(key):
+        raise InvalidInput(
+            "invalid_idempotency_key",
+            "Idempotency-Key must be 1-128 printable ASCII characters without spaces",
+        )
+    return key
+
+
+def check_limit(limit: object, largest: int) -> int:
+    if not _is_int(limit) or not 1 <= limit <= largest:  # type: ignore[operator]
+        raise InvalidInput("invalid_limit", f"limit must be an integer from 1 to {largest}")
+    return limit  # type: ignore[return-value]

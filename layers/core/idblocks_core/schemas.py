@@ -1,0 +1,84 @@
+"""The API's request and response bodies. They validate requests and, through
+Powertools, generate the OpenAPI document (docs/openapi.json).
+
+Integers are strict: "5", 5.0 and true are not counts. Bounds that depend on
+the deployment (MaxBatchSize) or on a counter's state are checked by the core,
+which answers with the same error shape.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+from idblocks_core.rules import LIMIT_MAX_ID, NAME_PATTERN
+
+# The upper bound (2^63-1) is checked by the core, not stated in the schema:
+# the OpenAPI document would round it to a float, 2^63, one too many.
+PositiveId = Annotated[StrictInt, Field(ge=1)]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BatchRequest(_Body):
+    count: Annotated[
+        StrictInt, Field(ge=1, description="How many IDs; at most the deployment's MaxBatchSize.")
+    ]
+
+
+class CreateCounterRequest(_Body):
+    name: Annotated[str, Field(pattern=NAME_PATTERN, description="1-128 of A-Z a-z 0-9 _ . -")]
+    start: PositiveId | None = Field(
+        default=None,
+        description=(
+            f"First ID to hand out, at most {LIMIT_MAX_ID}. "
+            "Default 1, or right after a deleted counter's last ID."
+        ),
+    )
+    max: PositiveId | None = Field(
+        default=None, description=f"Last ID the counter may hand out, at most {LIMIT_MAX_ID}. Default 2^53-1."
+    )
+
+
+class SetNextRequest(_Body):
+    next: Annotated[
+        StrictInt,
+        Field(ge=1, description="The next ID to hand out; may only move forward, and at most max + 1."),
+    ]
+
+
+class NextResult(BaseModel):
+    counter: str
+    id: int
+
+
+class BatchResult(BaseModel):
+    counter: str
+    start: int = Field(description="First ID of the block.")
+    end: int = Field(description="Last ID of the block (inclusive).")
+    count: int
+
+
+class CounterState(BaseModel):
+    name: str
+    next: int = Field(description="The next ID this counter will hand out.")
+    max: int = Field(description="The last ID this counter may hand out.")
+    created_at: str
+    updated_at: str
+
+
+class CounterPage(BaseModel):
+    counters: list[CounterState]
+    cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last page.")
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="Stable machine-readable code, e.g. counter_exhausted.")
+    message: str = Field(description="What is wrong, for a human.")
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail

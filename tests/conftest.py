@@ -1,0 +1,115 @@
+"""Shared fixtures. Unit and handler tests run against moto's in-process
+DynamoDB (mock_aws), which is fine single-threaded; anything concurrent runs
+against moto in server mode instead (see tests/support/moto_server.py)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from devserver.template import Template, default_template
+from idblocks_core import counters, idempotency, settings, store
+from tests.support.api import LocalApi
+
+# Physical names the tests give the template's tables.
+TABLE_NAMES = {"CountersTable": "test-counters", "IdempotencyTable": "test-idempotency"}
+
+FAKE_AWS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_REGION": "us-east-1",
+    "POWERTOOLS_TRACE_DISABLED": "true",
+}
+
+
+# As in Lambda, the environment is in place before any handler module is
+# imported: Powertools reads its POWERTOOLS_* variables at import time.
+os.environ.update(default_template().environment("NextFunction", TABLE_NAMES) | FAKE_AWS)
+
+
+def reset_core_caches() -> None:
+    """The core builds its settings, client and idempotency wiring once per
+    process (once per Lambda container); tests change them between cases."""
+    for cached in (
+        settings.get_settings,
+        counters.get_counters,
+        store.dynamodb_client,
+        idempotency._config,
+        idempotency._idempotent_allocate,
+    ):
+        cached.cache_clear()
+
+
+@pytest.fixture(scope="session")
+def template() -> Template:
+    return default_template()
+
+
+@pytest.fixture
+def lambda_env(monkeypatch: pytest.MonkeyPatch, template: Template) -> Iterator[Callable[..., None]]:
+    """The functions' environment as template.yaml sets it (all three share
+    Globals), plus fake credentials. Yields a function that overrides
+    variables, e.g. ``configure(AUTO_CREATE_COUNTERS="false")``."""
+    for var in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB"):
+        monkeypatch.delenv(var, raising=False)
+    env = template.environment("NextFunction", TABLE_NAMES) | FAKE_AWS
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    reset_core_caches()
+
+    def configure(**overrides: str) -> None:
+        for key, value in overrides.items():
+            assert key in env, f"{key} is not an environment variable the template sets"
+            monkeypatch.setenv(key, value)
+        reset_core_caches()
+
+    yield configure
+    reset_core_caches()
+
+
+@pytest.fixture
+def dynamodb(lambda_env: Callable[..., None], template: Template) -> Iterator[Any]:
+    """moto's in-process DynamoDB, with the template's tables."""
+    with mock_aws():
+        client = boto3.client("dynamodb")
+        for logical_id, table_name in TABLE_NAMES.items():
+            client.create_table(**template.create_table_kwargs(logical_id, table_name))
+            ttl = template.ttl_attribute(logical_id)
+            if ttl:
+                client.update_time_to_live(
+                    TableName=table_name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl}
+                )
+        yield client
+
+
+@pytest.fixture
+def api(dynamodb: Any, template: Template) -> LocalApi:
+    return LocalApi(template)
+
+
+def scan_all(client: Any, logical_id: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"TableName": TABLE_NAMES[logical_id], "ConsistentRead": True}
+    while True:
+        page = client.scan(**kwargs)
+        items.extend(page["Items"])
+        if "LastEvaluatedKey" not in page:
+            return items
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+@pytest.fixture
+def table_snapshot(dynamodb: Any) -> Callable[[], Any]:
+    """Everything in both tables, to show a request changed nothing."""
+
+    def snapshot() -> Any:
+        return {logical_id: sorted(scan_all(dynamodb, logical_id), key=repr) for logical_id in TABLE_NAMES}
+
+    return snapshot

@@ -1,0 +1,189 @@
+"""next and batch, through their handlers, with the events of events/*.json."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from idblocks_core.rules import DEFAULT_MAX_ID
+
+
+def test_next_hands_out_consecutive_ids_from_1(api):
+    # Given a counter nobody has used, When next is called three times
+    ids = [api.call("next-post", name="orders").body for _ in range(3)]
+    # Then it was auto-created at 1 and moved by one each time
+    assert ids == [
+        {"counter": "orders", "id": 1},
+        {"counter": "orders", "id": 2},
+        {"counter": "orders", "id": 3},
+    ]
+
+
+def test_next_by_get_shares_the_counter_and_is_never_cached(api):
+    first = api.call("next-get", name="orders")
+    second = api.call("next-post", name="orders")
+    assert (first.status, first.body["id"], second.body["id"]) == (200, 1, 2)
+    assert first.headers["Cache-Control"] == "no-store"
+    assert first.headers["Content-Type"] == "application/json"
+
+
+def test_batch_hands_out_adjacent_inclusive_ranges(api):
+    one = api.call("batch", name="orders", body={"count": 100})
+    two = api.call("batch", name="orders", body={"count": 5})
+    after = api.call("next-post", name="orders")
+    assert one.status == 200
+    assert one.body == {"counter": "orders", "start": 1, "end": 100, "count": 100}
+    assert two.body == {"counter": "orders", "start": 101, "end": 105, "count": 5}
+    assert after.body["id"] == 106
+    assert one.headers["Cache-Control"] == "no-store"
+
+
+def test_counters_are_independent(api):
+    api.call("batch", name="orders", body={"count": 10})
+    assert api.call("next-post", name="invoices").body == {"counter": "invoices", "id": 1}
+
+
+def test_batch_up_to_max_batch_size_is_allowed(api, lambda_env):
+    lambda_env(MAX_BATCH_SIZE="50")
+    reply = api.call("batch", name="orders", body={"count": 50})
+    assert (reply.status, reply.body["end"]) == (200, 50)
+
+
+@pytest.mark.parametrize("route", ["next-post", "batch"])
+def test_unknown_counter_is_404_when_auto_create_is_off(api, lambda_env, table_snapshot, route):
+    lambda_env(AUTO_CREATE_COUNTERS="false")
+    before = table_snapshot()
+    reply = api.call(route, name="orders")
+    assert reply.status == 404
+    assert reply.error_code == "counter_not_found"
+    assert table_snapshot() == before
+
+
+def test_existing_counter_works_when_auto_create_is_off(api, lambda_env):
+    lambda_env(AUTO_CREATE_COUNTERS="false")
+    api.call("admin-create", body={"name": "orders", "start": 7})
+    assert api.call("next-post", name="orders").body["id"] == 7
+
+
+def test_allocation_past_max_is_409_and_changes_nothing(api, table_snapshot):
+    api.call("admin-create", body={"name": "tiny", "max": 3})
+    assert api.call("batch", name="tiny", body={"count": 2}).body["end"] == 2
+    before = table_snapshot()
+    too_many = api.call("batch", name="tiny", body={"count": 2})
+    assert too_many.status == 409
+    assert too_many.error_code == "counter_exhausted"
+    assert "1 left" in too_many.body["error"]["message"]
+    assert table_snapshot() == before
+    # the one ID left is still there, and then nothing
+    assert api.call("next-post", name="tiny").body["id"] == 3
+    last = api.call("next-post", name="tiny")
+    assert (last.status, last.error_code) == (409, "counter_exhausted")
+
+
+def test_default_max_is_javascript_safe(api):
+    api.call("admin-create", body={"name": "js", "start": DEFAULT_MAX_ID})
+    assert api.call("next-post", name="js").body["id"] == DEFAULT_MAX_ID
+    assert api.call("next-post", name="js").error_code == "counter_exhausted"
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("a" * 129, "too long"),
+        ("or ders", "space"),
+        ("orders/x", "slash"),
+        ("ordérs", "non-ASCII"),
+        ("orders$", "symbol"),
+        ("orders\n", "newline"),
+    ],
+)
+@pytest.mark.parametrize("route", ["next-post", "next-get", "batch"])
+def test_bad_names_are_400_and_change_nothing(api, table_snapshot, route, name, why):
+    before = table_snapshot()
+    reply = api.call(route, name=name)
+    assert reply.status == 400, why
+    assert reply.error_code == "invalid_name"
+    assert "name" in reply.body["error"]["message"]
+    assert table_snapshot() == before
+
+
+@pytest.mark.parametrize("route", ["next-post", "batch"])
+def test_empty_name_matches_no_route(api, table_snapshot, route):
+    before = table_snapshot()
+    reply = api.call(route, name="")
+    assert (reply.status, reply.error_code) == (404, "route_not_found")
+    assert table_snapshot() == before
+
+
+def test_longest_and_punctuated_names_are_fine(api):
+    for name in ("a" * 128, "Orders_2026.eu-west-1", "0", "-._"):
+        assert api.call("next-post", name=name).body == {"counter": name, "id": 1}
+
+
+@pytest.mark.parametrize(
+    ("raw_body", "code"),
+    [
+        (None, "invalid_body"),
+        ("", "invalid_body"),
+        ("{", "invalid_json"),
+        ("not json", "invalid_json"),
+        ("[]", "invalid_body"),
+        ("42", "invalid_body"),
+        ('"count"', "invalid_body"),
+        ("{}", "invalid_count"),
+        ('{"count": null}', "invalid_count"),
+        ('{"count": "5"}', "invalid_count"),
+        ('{"count": 5.0}', "invalid_count"),
+        ('{"count": 5.5}', "invalid_count"),
+        ('{"count": true}', "invalid_count"),
+        ('{"count": 0}', "invalid_count"),
+        ('{"count": -1}', "invalid_count"),
+        ('{"count": 1000001}', "invalid_count"),
+        ('{"count": 1e400}', "invalid_count"),
+        ('{"count": 100000000000000000000000000000000000000000}', "invalid_count"),
+        ('{"count": [5]}', "invalid_count"),
+        ('{"count": {"n": 5}}', "invalid_count"),
+        ('{"count": 5, "start": 1}', "invalid_body"),
+    ],
+)
+def test_bad_batch_bodies_are_400_and_change_nothing(api, table_snapshot, raw_body, code):
+    api.call("batch", name="orders", body={"count": 1})  # the counter exists
+    before = table_snapshot()
+    reply = api.call("batch", name="orders", raw_body=raw_body)
+    assert reply.status == 400, reply.body
+    assert reply.error_code == code
+    assert reply.body["error"]["message"]
+    assert table_snapshot() == before
+
+
+def test_count_bound_follows_max_batch_size(api, lambda_env):
+    lambda_env(MAX_BATCH_SIZE="10")
+    reply = api.call("batch", name="orders", body={"count": 11})
+    assert (reply.status, reply.error_code) == (400, "invalid_count")
+    assert "1 to 10" in reply.body["error"]["message"]
+
+
+def test_non_json_content_type_is_415(api, table_snapshot):
+    before = table_snapshot()
+    reply = api.call(
+        "batch",
+        name="orders",
+        raw_body="count=5",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    # a form body is not the API's input, whatever its content
+    assert reply.status in (400, 415)
+    assert reply.error_code in ("invalid_count", "invalid_body", "unsupported_media_type")
+    reply = api.call("batch", name="orders", raw_body="count", headers={"Content-Type": "text/plain"})
+    assert (reply.status, reply.error_code) == (415, "unsupported_media_type")
+    assert table_snapshot() == before
+
+
+def test_error_bodies_are_json_with_code_and_message(api):
+    reply = api.call("batch", name="orders", raw_body="{")
+    assert reply.headers["Content-Type"] == "application/json"
+    assert reply.headers["Cache-Control"] == "no-store"
+    assert set(reply.body) == {"error"}
+    assert set(reply.body["error"]) == {"code", "message"}
+    assert json.dumps(reply.body)  # plain JSON, no stack trace objects

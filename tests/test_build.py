@@ -1,0 +1,42 @@
+"""What `sam build` produced (make test runs it before the suites): a layer
+with the core and its arm64 dependencies, and functions holding only their
+handler."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from devserver.template import ROOT
+
+BUILD = ROOT / ".aws-sam" / "build"
+
+pytestmark = pytest.mark.skipif(
+    not BUILD.exists() and not os.environ.get("IDBLOCKS_REQUIRE_BUILD"),
+    reason="no .aws-sam/build: run `sam build` (make test does)",
+)
+
+
+def test_layer_holds_the_core_and_its_pinned_dependencies():
+    python = BUILD / "CoreLayer" / "python"
+    assert (python / "idblocks_core" / "counters.py").is_file()
+    pinned = {
+        line.split("==")[0].lower().replace("-", "_")
+        for line in (ROOT / "layers/core/requirements.txt").read_text().splitlines()
+        if "==" in line and not line.startswith("#")
+    }
+    installed = {p.name.split("-")[0].lower() for p in python.glob("*.dist-info")}
+    assert pinned == installed
+
+
+def test_layer_native_code_is_built_for_arm64():
+    (native,) = (BUILD / "CoreLayer" / "python" / "pydantic_core").glob("_pydantic_core.*.so")
+    assert "aarch64" in native.name
+    assert native.read_bytes()[18] == 0xB7  # ELF e_machine: EM_AARCH64
+
+
+@pytest.mark.parametrize("function", ["NextFunction", "BatchFunction", "AdminFunction"])
+def test_functions_hold_only_their_handler(function):
+    files = sorted(p.name for p in (BUILD / function).iterdir())
+    assert files == ["app.py"]

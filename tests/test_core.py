@@ -1,0 +1,175 @@
+"""The core (idblocks_core) without HTTP: rules, store and counters."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from idblocks_core import errors, rules
+from idblocks_core.counters import Counters, get_counters
+from idblocks_core.model import Block
+from idblocks_core.store import CounterStore, StaleToken, decode_cursor, encode_cursor
+from tests.conftest import TABLE_NAMES
+
+WINDOW = timedelta(hours=1)
+
+
+@pytest.fixture
+def store(dynamodb):
+    return CounterStore(TABLE_NAMES["CountersTable"])
+
+
+@pytest.fixture
+def core(dynamodb) -> Counters:
+    return get_counters()
+
+
+def item(dynamodb, name):
+    return dynamodb.get_item(TableName=TABLE_NAMES["CountersTable"], Key={"name": {"S": name}})["Item"]
+
+
+# -- rules -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [True, False, 1.0, "1", None, [1]])
+def test_only_real_integers_count(value):
+    with pytest.raises(errors.InvalidInput):
+        rules.check_count(value, 10)
+
+
+def test_count_bounds():
+    assert rules.check_count(1, 10) == 1
+    assert rules.check_count(10, 10) == 10
+    for bad in (0, 11, -1):
+        with pytest.raises(errors.InvalidInput, match="1 to 10"):
+            rules.check_count(bad, 10)
+
+
+def test_new_counter_defaults_and_bounds():
+    assert rules.check_new_counter(None, None) == (None, rules.DEFAULT_MAX_ID)
+    assert rules.check_new_counter(5, 5) == (5, 5)
+    with pytest.raises(errors.InvalidInput, match="above max"):
+        rules.check_new_counter(6, 5)
+    with pytest.raises(errors.InvalidInput):
+        rules.check_new_counter(None, rules.LIMIT_MAX_ID + 1)
+
+
+def test_block_count_is_inclusive():
+    assert Block(5, 5).count == 1
+    assert Block(1, 100).count == 100
+
+
+# -- store: one conditional write per allocation -----------------------------
+
+
+def test_allocation_is_one_conditional_update(store, core, monkeypatch):
+    core.create("orders")
+    calls = []
+    real = store.client.update_item
+
+    def spy(**kwargs):
+        calls.append(kwargs)
+        return real(**kwargs)
+
+    monkeypatch.setattr(store.client, "update_item", spy)
+    monkeypatch.setattr(store.client, "get_item", lambda **_: pytest.fail("allocation must not read first"))
+    assert store.allocate("orders", 10, "t1", WINDOW) == Block(1, 10)
+    (call,) = calls
+    assert call["UpdateExpression"].startswith("ADD #hwm :n, #room :minus_n")
+    assert "#room >= :n" in call["ConditionExpression"]
+
+
+def test_room_tracks_max_minus_hwm(store, core, dynamodb):
+    core.create("orders", start=11, max_id=100)
+    store.allocate("orders", 30, "t1", WINDOW)
+    stored = item(dynamodb, "orders")
+    assert int(stored["hwm"]["N"]) == 40
+    assert int(stored["room"]["N"]) == 100 - 40
+    core.set_next("orders", 91)
+    stored = item(dynamodb, "orders")
+    assert (int(stored["hwm"]["N"]), int(stored["room"]["N"])) == (90, 10)
+
+
+def test_a_retried_write_returns_the_block_it_took(store, core):
+    # botocore resends the same request when a response is lost; the second
+    # send finds the first one's token and answers with its block
+    core.create("orders")
+    first = store.allocate("orders", 10, "token-a", WINDOW)
+    again = store.allocate("orders", 10, "token-a", WINDOW)
+    assert first == again == Block(1, 10)
+    assert store.allocate("orders", 1, "token-b", WINDOW) == Block(11, 11)
+
+
+def test_a_token_is_only_recognised_while_nothing_else_wrote(store, core):
+    core.create("orders")
+    store.allocate("orders", 10, "token-a", WINDOW)
+    store.allocate("orders", 5, "token-b", WINDOW)
+    # token-a's write is no longer the last: a resend takes a new block
+    assert store.allocate("orders", 10, "token-a", WINDOW) == Block(16, 25)
+
+
+def test_an_old_token_is_not_replayed(store, core):
+    core.create("orders")
+    store.allocate("orders", 10, "token-a", WINDOW)
+    with pytest.raises(StaleToken):
+        store.allocate("orders", 10, "token-a", timedelta(0))
+
+
+def test_counters_draw_a_fresh_token_for_a_stale_one(core):
+    first = core.allocate("orders", 3, token="token-a")
+    core.replay_window = timedelta(0)
+    assert core.allocate("orders", 3, token="token-a") == Block(first.end + 1, first.end + 3)
+
+
+def test_failed_conditions_leave_the_item_alone(store, core, dynamodb):
+    core.create("orders", max_id=5)
+    store.allocate("orders", 5, "t1", WINDOW)
+    before = item(dynamodb, "orders")
+    with pytest.raises(errors.CounterExhausted):
+        store.allocate("orders", 1, "t2", WINDOW)
+    with pytest.raises(errors.CounterWouldMoveBack):
+        store.set_next("orders", 2)
+    assert item(dynamodb, "orders") == before
+
+
+def test_revive_refuses_when_the_high_water_mark_moved(store, core):
+    core.create("orders")
+    store.allocate("orders", 10, "t1", WINDOW)
+    store.delete("orders")
+    with pytest.raises(errors.CounterExists):
+        store.revive("orders", seen_hwm=3, first_id=4, max_id=100)  # it is 10, not 3
+    assert store.revive("orders", seen_hwm=10, first_id=11, max_id=100).next == 11
+
+
+def test_auto_revive_keeps_an_exhausted_counter_exhausted(core):
+    core.create("big", start=rules.LIMIT_MAX_ID, max_id=rules.LIMIT_MAX_ID)
+    core.allocate("big", 1)
+    core.delete("big")
+    with pytest.raises(errors.CounterExhausted):
+        core.allocate("big", 1)
+
+
+def test_concurrent_create_during_auto_create_is_harmless(core, store, monkeypatch):
+    real_create = store.create
+
+    def someone_else_created_first(name, first_id, max_id):
+        real_create(name, first_id, max_id)
+        raise errors.CounterExists(name)
+
+    monkeypatch.setattr(core.store, "create", someone_else_created_first)
+    assert core.allocate("orders", 2) == Block(1, 2)
+
+
+def test_cursor_round_trip():
+    key = {"name": {"S": "orders.2026"}}
+    assert decode_cursor(encode_cursor(key)) == key
+
+
+@pytest.mark.parametrize(
+    "cursor", ["", "%%%", "bm90IGpzb24", "eyJuYW1lIjoxfQ", "eyJuYW1lIjoiYSIsIngiOjF9", "é"]
+)
+def test_forged_cursors_are_invalid_input(cursor):
+    with pytest.raises(errors.InvalidInput) as raised:
+        decode_cursor(cursor)
+    assert raised.value.code == "invalid_cursor"

@@ -1,0 +1,76 @@
+"""DynamoDB throttling and outages become 503 with Retry-After; a broken
+deployment becomes a plain 500. Never a stack trace in the response."""
+
+from __future__ import annotations
+
+import pytest
+from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
+from botocore.stub import Stubber
+
+from idblocks_core import store
+
+RETRYABLE = ["ThrottlingException", "ProvisionedThroughputExceededException", "InternalServerError",
+             "RequestLimitExceeded"]  # fmt: skip
+
+
+def assert_clean_503(reply):
+    assert reply.status == 503
+    assert reply.error_code == "service_unavailable"
+    assert int(reply.headers["Retry-After"]) >= 1
+    assert "Traceback" not in reply.raw["body"]
+
+
+@pytest.mark.parametrize("code", RETRYABLE)
+@pytest.mark.parametrize("route", ["next-post", "batch", "admin-create", "admin-get", "admin-list"])
+def test_throttling_after_botocore_retries_is_503(api, code, route):
+    operation = {"admin-get": "get_item", "admin-list": "scan"}.get(route, "update_item")
+    with Stubber(store.dynamodb_client()) as stub:
+        stub.add_client_error(operation, service_error_code=code, http_status_code=400)
+        reply = api.call(route)
+    assert_clean_503(reply)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        EndpointConnectionError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com"),
+        ReadTimeoutError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com"),
+    ],
+)
+def test_connection_failures_are_503(api, monkeypatch, error):
+    client = store.dynamodb_client()
+
+    def fail(**_):
+        raise error
+
+    monkeypatch.setattr(client, "update_item", fail)
+    assert_clean_503(api.call("batch", name="orders", body={"count": 3}))
+
+
+def test_idempotency_store_failure_is_503(api, monkeypatch):
+    client = store.dynamodb_client()
+
+    def fail(**_):
+        raise EndpointConnectionError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com")
+
+    monkeypatch.setattr(client, "put_item", fail)  # Powertools writes its record with PutItem
+    assert_clean_503(api.call("next-post", name="orders", headers={"Idempotency-Key": "k"}))
+
+
+def test_a_missing_table_is_a_500_without_details(api):
+    with Stubber(store.dynamodb_client()) as stub:
+        stub.add_client_error(
+            "update_item", service_error_code="ResourceNotFoundException", http_status_code=400
+        )
+        reply = api.call("next-post", name="orders")
+    assert (reply.status, reply.error_code) == (500, "internal_error")
+    assert "ResourceNotFound" not in reply.raw["body"]
+
+
+def test_client_retries_are_botocores_standard_mode():
+    retries = store.BOTO_CONFIG.retries
+    assert retries["mode"] == "standard"
+    assert 2 <= retries["total_max_attempts"] <= 5
+    # every attempt fits in the function's timeout (template.yaml: 15 s)
+    attempt = store.BOTO_CONFIG.connect_timeout + store.BOTO_CONFIG.read_timeout
+    assert attempt * retries["total_max_attempts"] < 15
