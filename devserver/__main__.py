@@ -1,0 +1,244 @@
+"""make dev: the whole service on http://127.0.0.1:3000, no Docker needed.
+
+python -m devserver [--port 3000] [--host 127.0.0.1] [--fresh]
+                    [--dynamodb-endpoint URL] [--state-file PATH]
+                    [--parameter Name=Value ...] [--create-tables-only]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+from urllib.parse import urlparse
+
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from devserver.template import ROOT, Template
+
+DEFAULT_STATE = ROOT / ".dev-state" / "dynamodb.json"
+# Table names in local runs; devserver/env.json (for `sam local start-api`) uses the same.
+LOCAL_TABLE_NAMES = {"CountersTable": "idblocks-counters", "IdempotencyTable": "idblocks-idempotency"}
+
+
+class _Stop(Exception):
+    pass
+
+
+def fail(message: str) -> NoReturn:
+    print(f"devserver: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m devserver", description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1 only)")
+    parser.add_argument("--port", type=_port, default=3000, help="port (default 3000; 0 picks a free one)")
+    parser.add_argument(
+        "--dynamodb-endpoint",
+        metavar="URL",
+        type=_endpoint,
+        help="use this DynamoDB (DynamoDB Local, or AWS) instead of the embedded one",
+    )
+    parser.add_argument(
+        "--state-file",
+        type=Path,
+        default=DEFAULT_STATE,
+        help="where the embedded tables' state is kept (default .dev-state/dynamodb.json)",
+    )
+    parser.add_argument("--fresh", action="store_true", help="start with empty embedded tables")
+    parser.add_argument(
+        "--parameter",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        type=_parameter,
+        help="a template parameter, e.g. AutoCreateCounters=false (repeatable)",
+    )
+    parser.add_argument(
+        "--metrics", action="store_true", help="print the CloudWatch metrics (EMF lines) each request emits"
+    )
+    parser.add_argument(
+        "--create-tables-only",
+        action="store_true",
+        help="create the tables at --dynamodb-endpoint and exit (for `sam local start-api`)",
+    )
+    args = parser.parse_args(argv)
+    if args.create_tables_only and not args.dynamodb_endpoint:
+        parser.error("--create-tables-only needs --dynamodb-endpoint")
+    return args
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0-65535, not {port}")
+    return port
+
+
+def _endpoint(text: str) -> str:
+    url = urlparse(text)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise argparse.ArgumentTypeError(f"not an http(s) URL: {text!r}")
+    return text.rstrip("/")
+
+
+def _parameter(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, not {text!r}")
+    return name, value
+
+
+def check_endpoint(endpoint: str) -> Any:
+    from devserver.dynamodb import client
+
+    dynamodb = client(endpoint, Config(connect_timeout=2, read_timeout=5, retries={"total_max_attempts": 1}))
+    try:
+        dynamodb.list_tables(Limit=1)
+    except (BotoCoreError, ClientError) as exc:
+        fail(f"cannot reach DynamoDB at {endpoint}: {exc}")
+    return dynamodb
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    try:
+        template = Template(parameter_overrides=dict(args.parameter))
+    except ValueError as exc:
+        fail(str(exc))
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S", stream=sys.stdout
+    )
+    for noisy in ("werkzeug", "samcli", "botocore", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+    from devserver.dynamodb import LOCAL_CREDENTIALS, EmbeddedDynamoDB, create_tables, load_items
+    from devserver.state import StateError, StateFile
+
+    embedded = state = None
+    if args.dynamodb_endpoint:
+        if not urlparse(args.dynamodb_endpoint).hostname.endswith("amazonaws.com"):
+            for key, value in LOCAL_CREDENTIALS.items():
+                os.environ.setdefault(key, value)  # DynamoDB Local takes any credentials
+        os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+        endpoint = args.dynamodb_endpoint
+        dynamodb = check_endpoint(endpoint)
+        created = create_tables(dynamodb, template, LOCAL_TABLE_NAMES)
+        if args.create_tables_only:
+            print(f"tables at {endpoint}: {', '.join(LOCAL_TABLE_NAMES.values())} ({len(created)} created)")
+            return
+        where = f"{endpoint} (tables {', '.join(LOCAL_TABLE_NAMES.values())})"
+    else:
+        os.environ.update(LOCAL_CREDENTIALS)
+        state = StateFile(args.state_file)
+        try:
+            saved = None if args.fresh else state.load()
+        except StateError as exc:
+            fail(str(exc))
+        embedded = EmbeddedDynamoDB().start()
+        endpoint = embedded.endpoint
+        from devserver.dynamodb import client
+
+        dynamodb = client(endpoint)
+        create_tables(dynamodb, template, LOCAL_TABLE_NAMES)
+        for logical_id, items in (saved or {}).items():
+            if logical_id in LOCAL_TABLE_NAMES:
+                load_items(dynamodb, LOCAL_TABLE_NAMES[logical_id], items)
+        restored = len((saved or {}).get("CountersTable", []))
+        where = f"embedded, kept in {_shown(args.state_file)}" + (
+            " (fresh)" if args.fresh else f" ({restored} counter(s) restored)"
+        )
+
+    # The functions' environment, as template.yaml sets it, pointed at this DynamoDB.
+    # Tracing needs the X-Ray daemon, which is not here.
+    os.environ.update(template.environment("NextFunction", LOCAL_TABLE_NAMES))
+    os.environ.update(
+        AWS_ENDPOINT_URL_DYNAMODB=endpoint,
+        POWERTOOLS_TRACE_DISABLED="true",
+    )
+
+    from devserver.server import InProcessRunner, create_app, load_api, serve
+    from scripts.openapi import document
+
+    def persist() -> None:
+        if embedded is not None and state is not None:
+            state.save({lid: embedded.items(name) for lid, name in LOCAL_TABLE_NAMES.items()})
+
+    runner = InProcessRunner(template.functions, after_invoke=persist, show_metrics=args.metrics)
+    runner.preload()
+    api = load_api(template.path, template.parameters)
+    app = create_app(api, runner, document())
+    try:
+        server = serve(app, args.host, args.port)
+    except OSError as exc:
+        if embedded is not None:
+            embedded.stop()
+        fail(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
+    persist()  # a fresh start replaces the old state only once the server is up
+
+    url = f"http://{_url_host(args.host)}:{server.server_port}"
+    banner(url, where, api)
+
+    def stop(*_: object) -> None:
+        raise _Stop
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        server.serve_forever()
+    except (KeyboardInterrupt, _Stop):
+        pass
+    finally:
+        server.server_close()
+        persist()
+        if embedded is not None:
+            embedded.stop()
+        print("idblocks dev server stopped", flush=True)
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def _url_host(host: str) -> str:
+    if host in ("0.0.0.0", "::", ""):  # noqa: S104 - only naming the wildcard, to print a usable URL
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
+
+
+def banner(url: str, dynamodb: str, api: Any) -> None:
+    routes = sorted((route.path, ",".join(route.methods), route.function_name) for route in api.routes)
+    lines = [
+        "idblocks dev server",
+        f"  API       {url}   (routes and events: SAM CLI, from template.yaml)",
+        f"  OpenAPI   {url}/openapi.json",
+        f"  DynamoDB  {dynamodb}",
+        "",
+        *(f"  {methods:<16} {path:<26} -> {function}" for path, methods, function in routes),
+        "",
+        "Try:",
+        f"  curl -X POST {url}/counters/orders/next",
+        f"  curl -X POST {url}/counters/orders/batch -H 'Content-Type: application/json' "
+        "-d '{\"count\": 100}'",
+        f"  curl -X POST {url}/admin/counters -H 'Content-Type: application/json' "
+        '-d \'{"name": "invoices", "start": 1000}\'',
+        f"  curl {url}/admin/counters/invoices",
+        "",
+        f"ready: {url}   (Ctrl-C stops)",
+    ]
+    print("\n".join(lines), flush=True)
+
+
+if __name__ == "__main__":
+    main()

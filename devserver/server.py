@@ -1,0 +1,153 @@
+"""The API of template.yaml, served locally the way `sam local start-api`
+serves it, with the functions run in this process instead of in containers.
+
+Routing and API Gateway events come from SAM CLI itself: its stack and API
+providers read the template, and its LocalApigwService (a Flask app) matches
+requests and builds the proxy events. Where SAM CLI would start a container
+through its LocalLambdaRunner, InProcessRunner calls the real handler. None of
+this is public SAM CLI API: aws-sam-cli is pinned, and
+tests/test_devserver_sam_contract.py fails if an upgrade moves what is used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import socket
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from flask import Response, g, request
+from samcli.lib.providers.api_provider import ApiProvider
+from samcli.lib.providers.provider import Api
+from samcli.lib.providers.sam_stack_provider import SamLocalStackProvider
+from samcli.lib.utils.stream_writer import StreamWriter
+from samcli.local.apigw.local_apigw_service import LocalApigwService
+from samcli.local.lambdafn.exceptions import FunctionNotFound
+from werkzeug.serving import BaseWSGIServer, make_server
+
+from devserver.runtime import LocalContext, load_handler
+from devserver.template import ROOT, FunctionSpec
+
+log = logging.getLogger("devserver")
+
+
+class InProcessRunner:
+    """What LocalApigwService needs of a Lambda runner: ``invoke`` and
+    ``is_debugging``. Requests are run one at a time, as one warm container
+    would run them: the handlers keep per-invocation state on module objects
+    (the resolver's current event, Powertools' metric set), which concurrent
+    threads would mix up. ``after_invoke`` runs before the response leaves.
+
+    Powertools prints metrics to stdout as CloudWatch EMF lines, which in AWS
+    become metrics; here they are dropped unless ``show_metrics``."""
+
+    def __init__(
+        self,
+        functions: dict[str, FunctionSpec],
+        after_invoke: Callable[[], None] | None = None,
+        timeout_seconds: float = 15.0,
+        show_metrics: bool = False,
+    ) -> None:
+        self.functions = functions
+        self.show_metrics = show_metrics
+        self.after_invoke = after_invoke
+        self.timeout_seconds = timeout_seconds
+        self._lock = threading.Lock()
+
+    def is_debugging(self) -> bool:
+        return False
+
+    def preload(self) -> None:
+        for spec in self.functions.values():
+            load_handler(spec)
+
+    def invoke(
+        self,
+        function_identifier: str,
+        event: str,
+        stdout: StreamWriter | None = None,
+        stderr: StreamWriter | None = None,
+        **_: Any,
+    ) -> None:
+        spec = self.functions.get(function_identifier)
+        if spec is None:
+            raise FunctionNotFound(f"no function {function_identifier} in template.yaml")
+        with self._lock:
+            g.function = function_identifier
+            printed = io.StringIO()
+            try:
+                with contextlib.redirect_stdout(printed):
+                    result = load_handler(spec)(
+                        json.loads(event), LocalContext(spec.logical_id, self.timeout_seconds)
+                    )
+                output = json.dumps(result)
+            except Exception as exc:  # noqa: BLE001 - whatever a handler raises, Lambda reports it so (502)
+                trace = traceback.format_exception(exc)
+                if stderr is not None:
+                    stderr.write_str("".join(trace))
+                output = json.dumps(
+                    {"errorMessage": str(exc), "errorType": type(exc).__name__, "stackTrace": trace}
+                )
+            finally:
+                if self.show_metrics and printed.getvalue():
+                    sys.stdout.write(printed.getvalue())
+                if self.after_invoke is not None:
+                    self.after_invoke()
+        if stdout is not None:
+            stdout.write_str(output)
+
+
+def load_api(template_path: Path, parameter_overrides: dict[str, str]) -> Api:
+    """The API as `sam local start-api` reads it from the template."""
+    stacks, _ = SamLocalStackProvider.get_stacks(
+        str(template_path),
+        parameter_overrides=parameter_overrides,
+        language_extensions_enabled=True,
+    )
+    return ApiProvider(stacks, cwd=str(ROOT)).api
+
+
+def create_app(api: Api, runner: InProcessRunner, openapi: dict[str, Any]) -> Any:
+    """SAM CLI's Flask app for the API, with /openapi.json and a log line per request."""
+    service = LocalApigwService(api=api, lambda_runner=runner, stderr=StreamWriter(sys.stderr))
+    service.create()
+    app = service._app
+    document = json.dumps(openapi, indent=2)
+
+    def openapi_json() -> Response:
+        return Response(document, mimetype="application/json")
+
+    app.add_url_rule("/openapi.json", endpoint="openapi", view_func=openapi_json, methods=["GET"])
+
+    @app.before_request
+    def _start_clock() -> None:
+        g.started = time.perf_counter()
+
+    @app.after_request
+    def _log(response: Response) -> Response:
+        took = (time.perf_counter() - g.get("started", time.perf_counter())) * 1000
+        target = g.get("function", "-")
+        path = request.full_path.rstrip("?")
+        log.info("%s %s -> %s %d (%.1f ms)", request.method, path, target, response.status_code, took)
+        return response
+
+    return app
+
+
+def serve(app: Any, host: str, port: int) -> BaseWSGIServer:
+    """Bind and return the server (call ``serve_forever`` on it). Raises
+    OSError if the address cannot be had: werkzeug would print its own
+    advice and exit instead, so the address is tried here first."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((host, port))
+    return make_server(host, port, app, threaded=True)

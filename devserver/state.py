@@ -1,0 +1,89 @@
+"""The embedded tables' contents, kept in a file between runs of the dev server.
+
+A counter service whose local copy starts again from 1 hands out the same IDs
+twice in a developer's data; so the state is written after every request that
+changed it, before the response goes out, and atomically (a temporary file,
+fsync, rename), so a crash leaves either the old state or the new one. A file
+that cannot be read is an error, never silently replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+FORMAT = "idblocks-dev-state"
+VERSION = 1
+
+
+class StateError(Exception):
+    """The state file exists but cannot be used; the message says what to do."""
+
+
+class StateFile:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._last_written: str | None = None
+
+    def load(self) -> dict[str, list[dict[str, Any]]] | None:
+        """The saved tables by logical id, or None when there is no file yet."""
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StateError(f"cannot read state file {self.path}: {exc.strerror}") from None
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        tables = data.get("tables") if isinstance(data, dict) else None
+        if not (
+            isinstance(data, dict)
+            and data.get("format") == FORMAT
+            and data.get("version") == VERSION
+            and isinstance(tables, dict)
+            and all(isinstance(items, list) for items in tables.values())
+        ):
+            raise StateError(
+                f"state file {self.path} is not a valid idblocks dev state; it was left as it is. "
+                "Move it away, or start with --fresh to ignore it (it is then replaced)"
+            )
+        self._last_written = _serialise(tables)
+        return tables
+
+    def save(self, tables: dict[str, list[dict[str, Any]]]) -> bool:
+        """Write the tables if they changed since the last write; True if written."""
+        text = _serialise(tables)
+        if text == self._last_written:
+            return False
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as out:
+                out.write(text)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        directory = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+        self._last_written = text
+        return True
+
+
+def _serialise(tables: dict[str, list[dict[str, Any]]]) -> str:
+    ordered = {
+        name: sorted(items, key=lambda item: json.dumps(item, sort_keys=True))
+        for name, items in tables.items()
+    }
+    document = {"format": FORMAT, "version": VERSION, "tables": ordered}
+    return json.dumps(document, sort_keys=True, indent=1) + "\n"

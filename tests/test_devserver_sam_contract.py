@@ -1,0 +1,117 @@
+"""What the dev server takes from SAM CLI, which is not SAM CLI's public API.
+If an aws-sam-cli upgrade changes any of it, these fail and say what moved."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from importlib.metadata import version
+
+import pytest
+from samcli.lib.providers.sam_stack_provider import SamLocalStackProvider
+from samcli.lib.utils.stream_writer import StreamWriter
+from samcli.local.apigw.local_apigw_service import LocalApigwService
+
+from devserver.server import InProcessRunner, create_app, load_api
+from devserver.template import ROOT
+from tests.test_template import EXPECTED_ROUTES
+
+
+def pinned(package: str) -> str:
+    for line in (ROOT / "requirements" / "dev.txt").read_text().splitlines():
+        name, _, pin = line.partition("==")
+        if name.split("[")[0].strip() == package:
+            return pin.strip()
+    raise AssertionError(f"{package} is not pinned in requirements/dev.txt")
+
+
+def test_the_installed_sam_cli_is_the_pinned_one():
+    assert version("aws-sam-cli") == pinned("aws-sam-cli"), (
+        "aws-sam-cli changed: check devserver/server.py against the new version, then update the pin"
+    )
+
+
+def test_the_signatures_the_dev_server_calls_are_unchanged():
+    service = inspect.signature(LocalApigwService.__init__).parameters
+    assert {"api", "lambda_runner", "stderr"} <= set(service)
+    assert callable(LocalApigwService.create)
+    stacks = inspect.signature(SamLocalStackProvider.get_stacks).parameters
+    assert {"parameter_overrides", "language_extensions_enabled"} <= set(stacks)
+    assert callable(StreamWriter.write_str)
+
+
+def test_sam_reads_the_templates_routes():
+    api = load_api(ROOT / "template.yaml", {})
+    found = {(method, route.path): route.function_name for route in api.routes for method in route.methods}
+    assert found == EXPECTED_ROUTES
+
+
+class RecordingRunner(InProcessRunner):
+    """Records what LocalApigwService passes to its Lambda runner."""
+
+    def __init__(self):
+        super().__init__({})
+        self.calls = []
+
+    def invoke(self, function_identifier, event, stdout=None, stderr=None, **kwargs):
+        self.calls.append((function_identifier, json.loads(event), kwargs))
+        reply = {"statusCode": 201, "headers": {"X-Seen": "yes"}, "body": json.dumps({"ok": True})}
+        stdout.write_str(json.dumps(reply))
+
+
+@pytest.fixture
+def recorded():
+    runner = RecordingRunner()
+    app = create_app(load_api(ROOT / "template.yaml", {}), runner, {"openapi": "3.1.0"})
+    return runner, app.test_client()
+
+
+def test_requests_become_api_gateway_proxy_events(recorded):
+    runner, http = recorded
+    response = http.post(
+        "/counters/orders/batch?x=1",
+        data='{"count": 5}',
+        headers={"Content-Type": "application/json", "Idempotency-Key": "k-1"},
+    )
+    # the runner's reply becomes the HTTP response
+    assert response.status_code == 201
+    assert response.headers["X-Seen"] == "yes"
+    assert response.get_json() == {"ok": True}
+
+    ((function, event, _),) = runner.calls
+    assert function == "BatchFunction"
+    assert event["httpMethod"] == "POST"
+    assert event["resource"] == "/counters/{name}/batch"
+    assert event["path"] == "/counters/orders/batch"
+    assert event["pathParameters"] == {"name": "orders"}
+    assert event["queryStringParameters"] == {"x": "1"}
+    assert event["multiValueQueryStringParameters"] == {"x": ["1"]}
+    assert json.loads(event["body"]) == {"count": 5}
+    assert event["isBase64Encoded"] is False
+    assert event["headers"]["Idempotency-Key"] == "k-1"
+    assert event["multiValueHeaders"]["Idempotency-Key"] == ["k-1"]
+    context = event["requestContext"]
+    assert context["resourcePath"] == "/counters/{name}/batch"
+    assert context["httpMethod"] == "POST"
+    assert "sourceIp" in context["identity"]
+
+
+@pytest.mark.parametrize(("method", "path"), sorted(EXPECTED_ROUTES, key=str))
+def test_every_template_route_reaches_its_function(recorded, method, path):
+    runner, http = recorded
+    http.open(path.replace("{name}", "orders"), method=method)
+    ((function, event, _),) = runner.calls
+    assert function == EXPECTED_ROUTES[(method, path)]
+    assert event["resource"] == path
+
+
+def test_unknown_routes_never_reach_a_function(recorded):
+    runner, http = recorded
+    assert http.get("/counters").status_code in (403, 404)
+    assert http.delete("/counters/orders/next").status_code in (403, 404, 405)
+    assert runner.calls == []
+
+
+def test_openapi_is_served(recorded):
+    _, http = recorded
+    assert http.get("/openapi.json").get_json() == {"openapi": "3.1.0"}

@@ -1,0 +1,36 @@
+"""The files that run the functions outside AWS agree with template.yaml."""
+
+from __future__ import annotations
+
+import json
+
+import boto3
+
+from devserver.__main__ import LOCAL_TABLE_NAMES
+from devserver.template import ROOT
+
+
+def test_sam_local_env_vars_override_only_variables_the_template_declares(template):
+    # `sam local start-api --env-vars` ignores names the template does not declare
+    env = json.loads((ROOT / "devserver" / "env.json").read_text())
+    declared = set(template.raw["Globals"]["Function"]["Environment"]["Variables"])
+    assert set(env["Parameters"]) <= declared
+    assert env["Parameters"]["COUNTERS_TABLE"] == LOCAL_TABLE_NAMES["CountersTable"]
+    assert env["Parameters"]["IDEMPOTENCY_TABLE"] == LOCAL_TABLE_NAMES["IdempotencyTable"]
+    assert env["Parameters"]["AWS_ENDPOINT_URL_DYNAMODB"].startswith("http://")
+
+
+def test_the_endpoint_variable_is_empty_in_aws_and_botocore_then_ignores_it(template, monkeypatch):
+    assert template.raw["Parameters"]["DynamoDbEndpoint"]["Default"] == ""
+    assert (
+        template.environment("NextFunction", {"CountersTable": "c", "IdempotencyTable": "i"})[
+            "AWS_ENDPOINT_URL_DYNAMODB"
+        ]
+        == ""
+    )
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", "")
+    client = boto3.session.Session().client("dynamodb", region_name="eu-west-1")
+    assert client.meta.endpoint_url == "https://dynamodb.eu-west-1.amazonaws.com"
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:8000")
+    client = boto3.session.Session().client("dynamodb", region_name="eu-west-1")
+    assert client.meta.endpoint_url == "http://127.0.0.1:8000"
