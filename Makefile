@@ -19,7 +19,7 @@ DEV_ARGS ?=
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: requirements/dev.txt requirements/lock.txt layers/core/requirements.txt
+$(VENV)/.installed: requirements/dev.txt requirements/lock.txt layers/core/requirements.txt client/pyproject.toml
 	@test -n "$(PYTHON313)" || { echo "python3.13 not found: install it (pyenv install 3.13.0) or put it on PATH"; exit 1; }
 	@test -x $(BIN)/python || $(PYTHON313) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -c requirements/lock.txt -r requirements/dev.txt

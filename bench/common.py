@@ -1,0 +1,32 @@
+"""What every benchmark shares: where results go and what machine made them."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def machine_facts() -> dict[str, str | int]:
+    return {
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count() or 0,
+        "gil": str(getattr(sys, "_is_gil_enabled", lambda: True)()).lower(),
+    }
+
+
+def write_results(name: str, results: dict[str, object]) -> Path:
+    """A flat JSON object, so runs can be compared over time."""
+    assert all(not isinstance(v, dict | list) for v in results.values()), "keep results flat"
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    print(f"wrote {path.relative_to(RESULTS.parent.parent)}", flush=True)
+    return path

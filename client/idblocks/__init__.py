@@ -1,0 +1,45 @@
+"""idblocks client: unique, increasing IDs from an idblocks service, handed
+out from memory.
+
+    from idblocks import HttpBackend, IamAuth, Sequence
+
+    backend = HttpBackend("https://abc123.execute-api.eu-west-1.amazonaws.com/v1", auth=IamAuth())
+    with Sequence(backend, "orders") as orders:
+        order_id = orders.next_id()
+        line_ids = orders.take(20)   # a range of 20 consecutive IDs
+"""
+
+from idblocks.backend import ApiKeyAuth, Backend, Block, HttpBackend, IamAuth, NoAuth
+from idblocks.errors import (
+    AuthError,
+    Conflict,
+    CounterExhausted,
+    CounterNotFound,
+    IdBlocksError,
+    InvalidRequest,
+    SequenceClosed,
+    ServiceError,
+    ServiceUnavailable,
+)
+from idblocks.retry import RetryPolicy
+from idblocks.sequence import Sequence
+
+__all__ = [
+    "ApiKeyAuth",
+    "AuthError",
+    "Backend",
+    "Block",
+    "Conflict",
+    "CounterExhausted",
+    "CounterNotFound",
+    "HttpBackend",
+    "IamAuth",
+    "IdBlocksError",
+    "InvalidRequest",
+    "NoAuth",
+    "RetryPolicy",
+    "Sequence",
+    "SequenceClosed",
+    "ServiceError",
+    "ServiceUnavailable",
+]

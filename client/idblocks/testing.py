@@ -1,0 +1,77 @@
+"""An in-memory backend for tests and benchmarks: one process, no network,
+with latency and faults to inject. It keeps the service's contract: blocks
+are consecutive and never overlap, and a request repeated with the same
+Idempotency-Key gets the same block back."""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable
+
+from idblocks.backend import Block
+from idblocks.errors import CounterExhausted, InvalidRequest, ServiceUnavailable
+
+# Fault kinds for MemoryBackend.fail_next
+UNAVAILABLE = "unavailable"  # refused before anything was taken
+LOST_RESPONSE = "lost_response"  # the block was taken, the answer never arrived
+
+
+class MemoryBackend:
+    def __init__(
+        self,
+        *,
+        latency: float = 0.0,
+        start: int = 1,
+        max_id: int = 2**53 - 1,
+        max_batch: int = 1_000_000,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.latency = latency
+        self.max_batch = max_batch
+        self._sleep = sleep
+        self._next = start
+        self._max = max_id
+        self._lock = threading.Lock()
+        self._by_key: dict[str, tuple[int, Block]] = {}
+        self._faults: collections.deque[str] = collections.deque()
+        self.calls = 0  # allocate() calls, failed ones included
+        self.blocks: list[Block] = []  # every block taken, in order
+
+    def fail_next(self, times: int = 1, kind: str = UNAVAILABLE) -> None:
+        if kind not in (UNAVAILABLE, LOST_RESPONSE):
+            raise ValueError(f"unknown fault {kind!r}")
+        with self._lock:
+            self._faults.extend([kind] * times)
+
+    @property
+    def handed_out(self) -> int:
+        return sum(map(len, self.blocks))
+
+    def allocate(self, counter: str, count: int, *, idempotency_key: str) -> Block:
+        if self.latency:
+            self._sleep(self.latency)
+        with self._lock:
+            self.calls += 1
+            fault = self._faults.popleft() if self._faults else None
+            if fault == UNAVAILABLE:
+                raise ServiceUnavailable("injected: service unavailable")
+            if not 1 <= count <= self.max_batch:
+                raise InvalidRequest(
+                    400, "invalid_count", f"count must be an integer from 1 to {self.max_batch}"
+                )
+            if idempotency_key in self._by_key:
+                first_count, block = self._by_key[idempotency_key]
+                if first_count != count:
+                    raise InvalidRequest(422, "idempotency_key_reused", "key reused with a different count")
+            else:
+                if self._next + count - 1 > self._max:
+                    raise CounterExhausted(409, "counter_exhausted", f"counter '{counter}' is exhausted")
+                block = Block(self._next, self._next + count - 1)
+                self._next += count
+                self._by_key[idempotency_key] = (count, block)
+                self.blocks.append(block)
+            if fault == LOST_RESPONSE:
+                raise ServiceUnavailable("injected: the response was lost")
+            return block

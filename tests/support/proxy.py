@@ -1,0 +1,77 @@
+"""An HTTP proxy on 127.0.0.1 in front of the dev server that can lose
+responses: the request reaches the service and is applied, then the
+connection is closed before the client hears back."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import requests
+
+
+class LossyProxy:
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream.rstrip("/")
+        self.lose = 0  # how many of the next responses to lose
+        self.lost: list[tuple[str, str, int]] = []
+        self.forwarded = 0
+        self._lock = threading.Lock()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                headers = {
+                    k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")
+                }
+                reply = requests.request(
+                    self.command, proxy.upstream + self.path, data=body, headers=headers, timeout=30
+                )
+                with proxy._lock:
+                    proxy.forwarded += 1
+                    lose = proxy.lose > 0
+                    if lose:
+                        proxy.lose -= 1
+                        proxy.lost.append((self.command, self.path, reply.status_code))
+                if lose:
+                    self.close_connection = True
+                    self.connection.close()
+                    return
+                self.send_response(reply.status_code)
+                for key, value in reply.headers.items():
+                    if key.lower() not in (
+                        "content-length",
+                        "connection",
+                        "transfer-encoding",
+                        "server",
+                        "date",
+                    ):
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(reply.content)))
+                self.end_headers()
+                self.wfile.write(reply.content)
+
+            do_GET = do_POST = do_PUT = do_DELETE = _handle
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> LossyProxy:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -1,0 +1,160 @@
+"""The client against the real service: the dev server over HTTP."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from devserver.template import ROOT
+from idblocks import CounterExhausted, HttpBackend, RetryPolicy, Sequence
+from idblocks.backend import Block
+from tests.support.devserver import DevServer
+from tests.support.proxy import LossyProxy
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory):
+    with DevServer("--fresh", state_file=tmp_path_factory.mktemp("dev") / "state.json") as server:
+        yield server
+
+
+def next_of(dev, counter):
+    return dev.get(f"/admin/counters/{counter}").json()["next"]
+
+
+def test_sequence_over_http_accounts_for_every_id(dev):
+    seq = Sequence(HttpBackend(dev.url), "seq-http", initial_block=10)
+    ids = [seq.next_id() for _ in range(500)]
+    unused = seq.close()
+    assert ids == list(range(1, 501))
+    # the service handed out exactly what was used plus what close() reported
+    assert next_of(dev, "seq-http") - 1 == 500 + unused
+
+
+def test_a_lost_response_and_its_retry_take_one_block(dev):
+    with LossyProxy(dev.url) as proxy:
+        backend = HttpBackend(proxy.url, retry=RetryPolicy(base=0.01))
+        backend.allocate("lossy", 5)  # [1, 5]
+        proxy.lose = 1
+        block = backend.allocate("lossy", 10)
+        assert proxy.lost == [("POST", "/counters/lossy/batch", 200)]  # it was applied, then lost
+    # the retry got the block the lost response carried, not a second one
+    assert block == Block(6, 15)
+    assert next_of(dev, "lossy") == 16
+
+
+def test_a_sequence_rides_through_lost_responses(dev):
+    with LossyProxy(dev.url) as proxy:
+        seq = Sequence(HttpBackend(proxy.url, retry=RetryPolicy(base=0.01)), "lossy-seq", block_size=20)
+        ids = []
+        for _ in range(10):
+            proxy.lose = 1
+            ids += [seq.next_id() for _ in range(20)]
+        unused = seq.close()
+    assert ids == list(range(1, 201))
+    assert len(proxy.lost) == 10
+    assert next_of(dev, "lossy-seq") - 1 == 200 + unused  # no block burned
+
+
+def test_an_exhausted_counter_surfaces_after_the_buffer(dev):
+    backend = HttpBackend(dev.url)
+    backend.create("small", max_id=30)
+    seq = Sequence(backend, "small", block_size=10)
+    assert [seq.next_id() for _ in range(30)] == list(range(1, 31))
+    with pytest.raises(CounterExhausted):
+        seq.next_id()
+    seq.close()
+
+
+def test_processes_and_threads_sharing_a_counter_never_repeat_an_id(dev, tmp_path):
+    processes, threads, per_thread = 3, 8, 1000
+    outs = [tmp_path / f"ids-{p}.txt" for p in range(processes)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    command = [
+        sys.executable,
+        "-m",
+        "tests.support.draw_ids",
+        dev.url,
+        "shared",
+        str(threads),
+        str(per_thread),
+    ]
+    workers = [subprocess.Popen([*command, "50", str(out)], cwd=ROOT, env=env) for out in outs]
+    for worker in workers:
+        assert worker.wait(timeout=300) == 0
+    ids, unused = [], 0
+    for out in outs:
+        lines = out.read_text().splitlines()
+        unused += int(lines[0].split()[-1])
+        ids += [int(line) for line in lines[1:]]
+    assert len(ids) == processes * threads * per_thread
+    assert len(set(ids)) == len(ids)
+    high_water = next_of(dev, "shared") - 1
+    assert max(ids) <= high_water
+    assert high_water == len(ids) + unused  # nothing lost either
+
+
+# -- the CLI -------------------------------------------------------------------
+
+
+def cli(dev, *args, env=None):
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    environment |= {"IDBLOCKS_URL": dev.url} | (env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "idblocks.cli", *args],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=60,
+    )
+
+
+def test_cli_covers_every_route(dev):
+    assert json.loads(cli(dev, "create", "cli-c", "--start", "100").stdout)["next"] == 100
+    assert json.loads(cli(dev, "next", "cli-c").stdout) == {"counter": "cli-c", "id": 100}
+    assert json.loads(cli(dev, "batch", "cli-c", "10").stdout) == {
+        "counter": "cli-c", "start": 101, "end": 110, "count": 10,
+    }  # fmt: skip
+    assert json.loads(cli(dev, "get", "cli-c").stdout)["next"] == 111
+    assert json.loads(cli(dev, "set", "cli-c", "500").stdout)["next"] == 500
+    names = [c["name"] for c in json.loads(cli(dev, "list", "--limit", "1", "--all").stdout)["counters"]]
+    assert "cli-c" in names
+    assert len(names) == len(set(names))
+    assert json.loads(cli(dev, "delete", "cli-c").stdout) == {"deleted": "cli-c"}
+
+
+def test_cli_idempotency_key_repeats_the_answer(dev):
+    first = cli(dev, "batch", "cli-k", "5", "--idempotency-key", "abc")
+    again = cli(dev, "batch", "cli-k", "5", "--idempotency-key", "abc")
+    assert first.stdout == again.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "fragment"),
+    [
+        (["get", "cli-missing"], 3, "counter_not_found"),
+        (["set", "cli-back", "1"], 4, "counter_would_move_back"),
+        (["create", "bad name"], 1, "invalid_name"),
+        (["batch", "cli-x", "0"], 2, "at least 1"),
+        (["batch", "cli-x", "many"], 2, "not an integer"),
+    ],
+)
+def test_cli_errors_are_one_line_with_a_status(dev, args, status, fragment):
+    cli(dev, "create", "cli-back", "--start", "10")
+    done = cli(dev, *args)
+    assert done.returncode == status
+    assert fragment in done.stderr
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) <= 3  # argparse adds its usage line
+
+
+def test_cli_without_an_endpoint_or_service(dev):
+    no_url = cli(dev, "next", "x", env={"IDBLOCKS_URL": ""})
+    assert (no_url.returncode, "IDBLOCKS_URL" in no_url.stderr) == (2, True)
+    down = cli(dev, "--endpoint", "http://127.0.0.1:9", "--timeout", "0.5", "next", "x")
+    assert down.returncode == 5
+    assert "Traceback" not in down.stderr

@@ -1,0 +1,307 @@
+"""Sequence against the in-memory backend: uniqueness under threads, prefetch,
+adaptive sizing, take, faults and close."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from idblocks import CounterExhausted, InvalidRequest, Sequence, SequenceClosed, ServiceUnavailable
+from idblocks import sequence as sequence_module
+from idblocks.backend import Block
+from idblocks.sequence import BlockSizer
+from idblocks.testing import LOST_RESPONSE, MemoryBackend
+
+
+def wait_until(condition, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+    return True
+
+
+def draw_in_threads(seq, threads, per_thread):
+    results = [None] * threads
+    start = threading.Barrier(threads)
+
+    def work(slot):
+        start.wait()
+        results[slot] = [seq.next_id() for _ in range(per_thread)]
+
+    workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return results
+
+
+def test_ids_are_unique_and_increasing_across_blocks():
+    backend = MemoryBackend()
+    with Sequence(backend, "orders", block_size=7) as seq:
+        ids = [seq.next_id() for _ in range(100)]
+    assert ids == list(range(1, 101))
+
+
+@pytest.mark.parametrize("prefetch", [True, False])
+def test_eight_threads_never_get_the_same_id_and_nothing_is_lost(prefetch):
+    backend = MemoryBackend(latency=0.0005)
+    seq = Sequence(backend, "orders", block_size=97, prefetch=prefetch)
+    results = draw_in_threads(seq, 8, 5000)
+    unused = seq.close()
+    every = [i for ids in results for i in ids]
+    assert len(every) == len(set(every)) == 40_000
+    # each thread sees its own IDs increasing
+    assert all(ids == sorted(ids) for ids in results)
+    # every ID the service handed out was either used or reported unused
+    assert backend.handed_out == len(every) + unused
+
+
+def test_the_lock_free_path_is_only_used_with_a_gil(monkeypatch):
+    monkeypatch.setattr(sequence_module, "gil_enabled", lambda: False)
+    backend = MemoryBackend()
+    seq = Sequence(backend, "orders", block_size=50)
+    assert seq.next_id.__func__ is Sequence._next_id_locked
+    every = [i for ids in draw_in_threads(seq, 8, 2000) for i in ids]
+    assert len(set(every)) == len(every) == 16_000
+    seq.close()
+
+
+def test_ids_beyond_a_c_long_are_still_unique_under_threads():
+    top = 2**63 - 1
+    backend = MemoryBackend(start=top - 8 * 500 + 1, max_id=top)
+    seq = Sequence(backend, "big", block_size=100)
+    every = [i for ids in draw_in_threads(seq, 8, 500) for i in ids]
+    assert sorted(every) == list(range(top - 4000 + 1, top + 1))
+    with pytest.raises(CounterExhausted):
+        seq.next_id()
+    seq.close()
+
+
+class GatedBackend(MemoryBackend):
+    """Holds each allocate() after the first until the test opens the gate,
+    and notes how many IDs the test had drawn when each call came in."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate = threading.Event()
+        self.drawn = 0
+        self.drawn_at_call = []
+
+    def allocate(self, counter, count, *, idempotency_key):
+        self.drawn_at_call.append(self.drawn)
+        if len(self.drawn_at_call) > 1:
+            assert self.gate.wait(30), "the test never opened the gate"
+        return super().allocate(counter, count, idempotency_key=idempotency_key)
+
+
+def test_the_next_block_is_fetched_before_the_current_one_runs_out():
+    backend = GatedBackend()
+    seq = Sequence(backend, "orders", block_size=100, prefetch_at=0.3)
+    for _ in range(71):  # the 71st crosses the mark: 30% (29 IDs) are left
+        seq.next_id()
+        backend.drawn += 1
+    # the prefetch is under way, and held at the gate
+    assert wait_until(lambda: len(backend.drawn_at_call) == 2)
+    assert backend.drawn_at_call[0] == 0
+    assert backend.drawn_at_call[1] in (70, 71)
+    # the rest of the first block comes from memory while the request waits
+    rest = [seq.next_id() for _ in range(29)]
+    assert rest == list(range(72, 101))
+    backend.gate.set()
+    assert seq.next_id() == 101
+    seq.close()
+
+
+def test_without_prefetch_blocks_are_fetched_only_when_needed():
+    backend = MemoryBackend()
+    seq = Sequence(backend, "orders", block_size=10, prefetch=False)
+    for _ in range(10):
+        seq.next_id()
+    assert backend.calls == 1
+    seq.next_id()
+    assert backend.calls == 2
+    seq.close()
+
+
+def test_a_dead_service_surfaces_only_once_the_buffer_is_spent():
+    backend = MemoryBackend()
+    seq = Sequence(backend, "orders", block_size=10, prefetch_at=0.5)
+    assert seq.next_id() == 1
+    backend.fail_next(10_000)  # down from now on
+    served = [seq.next_id() for _ in range(9)]
+    assert served == list(range(2, 11))
+    with pytest.raises(ServiceUnavailable):
+        seq.next_id()
+    # it comes back: so do the IDs, after the ones already handed out
+    backend._faults.clear()
+    assert seq.next_id() == 11
+    seq.close()
+
+
+def test_a_lost_response_does_not_burn_the_block():
+    backend = MemoryBackend()
+    backend.fail_next(1, LOST_RESPONSE)  # the block is taken, the answer lost
+    seq = Sequence(backend, "orders", block_size=10, prefetch=False)
+    with pytest.raises(ServiceUnavailable):
+        seq.next_id()
+    # asking again, with the same Idempotency-Key, gets that same block
+    assert seq.next_id() == 1
+    assert backend.blocks == [Block(1, 10)]
+    assert seq.close() == 9
+
+
+def test_an_exhausted_counter_is_reported_after_the_last_id():
+    backend = MemoryBackend(max_id=25)
+    seq = Sequence(backend, "orders", block_size=10)
+    assert [seq.next_id() for _ in range(20)] == list(range(1, 21))
+    # fewer than a block left: they come in smaller blocks, none is skipped
+    assert [seq.next_id() for _ in range(5)] == list(range(21, 26))
+    with pytest.raises(CounterExhausted):
+        seq.next_id()
+    seq.close()
+
+
+def test_a_block_larger_than_the_service_allows_is_halved():
+    backend = MemoryBackend(max_batch=60)
+    seq = Sequence(backend, "orders", block_size=None, initial_block=100, max_block=1000)
+    assert seq.next_id() == 1
+    assert len(backend.blocks[0]) <= 60
+    seq.close()
+
+
+# -- adaptive sizing -----------------------------------------------------------
+
+
+def test_sizer_aims_for_the_runway_within_bounds():
+    sizer = BlockSizer(initial=100, minimum=10, maximum=1_000_000, runway=5.0, max_growth=8)
+    assert sizer.next_size() == 100  # nothing measured yet
+    sizer.observe(100, 0.001)  # 100k IDs/s
+    assert sizer.next_size() == 800  # wants 500k, grows at most 8x
+    for _ in range(10):
+        sizer.observe(sizer.last, sizer.last / 100_000)
+        size = sizer.next_size()
+    assert size == 500_000  # 5 s at 100k/s
+    shrinking = []
+    for _ in range(30):
+        sizer.observe(size, 1000.0)  # then almost idle
+        size = sizer.next_size()
+        shrinking.append(size)
+    assert shrinking == sorted(shrinking, reverse=True)
+    assert size == 10  # the minimum
+
+
+def test_sizer_rejects_inconsistent_bounds():
+    with pytest.raises(ValueError, match="min_block"):
+        BlockSizer(initial=5, minimum=10, maximum=100, runway=1)
+
+
+def test_a_busy_client_makes_few_requests_and_an_idle_one_holds_few_ids():
+    clock = [0.0]
+    busy_backend = MemoryBackend()
+    busy = Sequence(busy_backend, "busy", prefetch=False, runway=5.0, clock=lambda: clock[0])
+    for _ in range(200_000):  # 100k IDs/s on the sequence's clock
+        busy.next_id()
+        clock[0] += 1e-5
+    assert busy_backend.calls < 15
+    idle_backend = MemoryBackend()
+    idle = Sequence(idle_backend, "idle", prefetch=False, runway=5.0, clock=lambda: clock[0])
+    for _ in range(300):  # 1 ID/s
+        idle.next_id()
+        clock[0] += 1.0
+    assert idle.close() <= 100
+    busy.close()
+
+
+# -- take ----------------------------------------------------------------------
+
+
+def test_take_returns_consecutive_ids_no_one_else_gets():
+    backend = MemoryBackend()
+    seq = Sequence(backend, "orders", block_size=100, prefetch_at=0.5)
+    assert seq.next_id() == 1
+    taken = seq.take(20)
+    assert taken == range(2, 22)
+    assert seq.next_id() == 22
+    across = seq.take(40)  # crosses from the first segment into the second
+    assert across == range(23, 63)
+    rest = [seq.next_id() for _ in range(38)]
+    assert rest == list(range(63, 101))
+    seq.close()
+
+
+def test_take_more_than_is_left_uses_a_later_block_and_keeps_the_rest():
+    backend = MemoryBackend()
+    seq = Sequence(backend, "orders", block_size=10, prefetch=False)
+    assert seq.next_id() == 1
+    taken = seq.take(25)  # more than any block: fetched for the purpose
+    assert len(taken) == 25
+    assert taken.start > 10
+    rest = [seq.next_id() for _ in range(9)]
+    assert rest == list(range(2, 11))  # the first block is not skipped
+    seen = [1, *taken, *rest]
+    assert len(set(seen)) == len(seen)
+    seq.close()
+
+
+def test_take_under_threads_never_overlaps_next_id():
+    backend = MemoryBackend()
+    seq = Sequence(backend, "orders", block_size=500)
+    taken = []
+
+    def taker():
+        for _ in range(200):
+            taken.extend(seq.take(7))
+
+    worker = threading.Thread(target=taker)
+    worker.start()
+    drawn = [seq.next_id() for _ in range(20_000)]
+    worker.join()
+    every = drawn + taken
+    assert len(every) == len(set(every))
+    seq.close()
+
+
+@pytest.mark.parametrize("n", [0, -1, 1.5, True, "3"])
+def test_take_rejects_bad_sizes(n):
+    with Sequence(MemoryBackend(), "orders") as seq, pytest.raises(ValueError, match="positive integer"):
+        seq.take(n)
+
+
+def test_take_beyond_what_the_service_allows_is_refused_not_shrunk():
+    backend = MemoryBackend(max_batch=1000)
+    with Sequence(backend, "orders", block_size=10, prefetch=False) as seq:
+        with pytest.raises(InvalidRequest):
+            seq.take(5000)
+        assert backend.blocks == []
+        assert seq.next_id() == 1
+
+
+# -- close ---------------------------------------------------------------------
+
+
+def test_close_reports_unused_ids_and_ends_the_sequence():
+    backend = MemoryBackend()
+    seq = Sequence(backend, "orders", block_size=100)
+    for _ in range(60):  # past the prefetch mark: a second block is on its way
+        seq.next_id()
+    unused = seq.close()
+    assert backend.calls in (1, 2)
+    assert unused == backend.handed_out - 60
+    assert seq.unused_ids == unused
+    assert seq.close() == unused  # closing twice is harmless
+    with pytest.raises(SequenceClosed):
+        seq.next_id()
+    with pytest.raises(SequenceClosed):
+        seq.take(1)
+
+
+def test_context_manager_closes():
+    backend = MemoryBackend()
+    with Sequence(backend, "orders", block_size=10) as seq:
+        seq.next_id()
+    assert seq.unused_ids == backend.handed_out - 1
