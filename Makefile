@@ -4,6 +4,7 @@ SHELL := /bin/bash
 
 VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
+CHECKOV_VENV := .venv-checkov
 # The Lambda runtime is python3.13: the environment, `sam build` and the
 # tests all use it. pyenv picks it through .python-version; else PATH.
 PYTHON313 := $(shell (command -v pyenv >/dev/null && pyenv which python3.13 2>/dev/null) || command -v python3.13)
@@ -14,7 +15,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 DEV_ARGS ?=
 
-.PHONY: help venv dev test lint build unit openapi lock bench clean
+.PHONY: help venv dev test lint security build unit openapi mutants lock bench clean
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
@@ -27,10 +28,15 @@ $(VENV)/.installed: requirements/dev.txt requirements/lock.txt layers/core/requi
 
 venv: $(VENV)/.installed  ## Create the environment (pinned) if it is missing or stale
 
+$(CHECKOV_VENV)/.installed: requirements/checkov.txt requirements/checkov-lock.txt
+	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON313) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet -c requirements/checkov-lock.txt -r requirements/checkov.txt
+	@touch $@
+
 dev: venv  ## Run the API on http://127.0.0.1:3000 (DEV_ARGS="--port 3001 --fresh" ...)
 	python -m devserver $(DEV_ARGS)
 
-test: lint build  ## Everything CI runs: lint, sam build, the test suites
+test: lint security build  ## Everything CI runs: lint, security scan, sam build, the test suites
 	IDBLOCKS_REQUIRE_BUILD=1 python -m pytest
 
 lint: venv  ## ruff, cfn-lint, sam validate --lint
@@ -38,6 +44,9 @@ lint: venv  ## ruff, cfn-lint, sam validate --lint
 	ruff format --check .
 	cfn-lint template.yaml
 	sam validate --lint
+
+security: $(CHECKOV_VENV)/.installed  ## checkov on template.yaml: no failed check (suppressions carry their reason)
+	$(CHECKOV_VENV)/bin/checkov -f template.yaml --framework cloudformation --skip-download --compact --quiet
 
 build: venv  ## sam build (the layer and the three functions, arm64)
 	sam build
@@ -48,11 +57,14 @@ unit: venv  ## The pytest suites only
 openapi: venv  ## Regenerate docs/openapi.json from the code
 	python -m scripts.openapi > docs/openapi.json
 
+mutants: venv build  ## Break each guarded property on purpose and check the tests catch it
+	python -m scripts.mutants
+
 lock: venv  ## Re-pin every transitive dependency into requirements/lock.txt
 	python -m pip freeze --exclude-editable | grep -v '^-e ' > requirements/lock.txt
 
-bench: venv  ## Benchmarks (not tests); results land in bench/results/
+bench: build  ## Benchmarks (not tests); results land in bench/results/
 	python -m bench
 
 clean:  ## Remove build output and the environment
-	rm -rf .aws-sam $(VENV) .pytest_cache .ruff_cache
+	rm -rf .aws-sam $(VENV) $(CHECKOV_VENV) .pytest_cache .ruff_cache

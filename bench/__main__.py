@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import sys
 
-from bench import client
+from bench import client, server
+
+BENCHMARKS = {"client": client.main, "server": server.main}
 
 
 def main() -> None:
-    wanted = sys.argv[1:] or ["client"]
+    wanted = sys.argv[1:] or list(BENCHMARKS)
+    unknown = set(wanted) - set(BENCHMARKS)
+    if unknown:
+        raise SystemExit(f"unknown benchmark(s) {sorted(unknown)}; choose from {sorted(BENCHMARKS)}")
     for name in wanted:
-        if name == "client":
-            client.main()
-        else:
-            raise SystemExit(f"unknown benchmark {name!r}")
+        BENCHMARKS[name]()
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import ClientError
 from moto.dynamodb.models import dynamodb_backends
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
@@ -93,7 +94,12 @@ def create_tables(dynamodb: Any, template: Template, names: dict[str, str]) -> l
     for logical_id, table_name in names.items():
         if table_name in existing:
             continue
-        dynamodb.create_table(**template.create_table_kwargs(logical_id, table_name))
+        try:
+            dynamodb.create_table(**template.create_table_kwargs(logical_id, table_name))
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ResourceInUseException":
+                raise
+            continue  # another dev server created it first
         dynamodb.get_waiter("table_exists").wait(TableName=table_name, WaiterConfig={"Delay": 1})
         ttl = template.ttl_attribute(logical_id)
         if ttl:

@@ -38,8 +38,13 @@ _modules: dict[str, ModuleType] = {}
 
 
 def load_handler(spec: FunctionSpec) -> Handler:
-    """Import ``spec``'s handler module (once) and return its handler. Every
-    function's module is named ``app``, so each gets a name of its own here."""
+    """Import ``spec``'s handler module (once) and return its handler."""
+    return getattr(load_module(spec), spec.handler)
+
+
+def load_module(spec: FunctionSpec) -> ModuleType:
+    """Import ``spec``'s handler module, once. Every function's module is
+    named ``app``, so each gets a name of its own here."""
     module = _modules.get(spec.logical_id)
     if module is None:
         for layer in spec.layer_dirs:
@@ -53,4 +58,4 @@ def load_handler(spec: FunctionSpec) -> Handler:
         module = importlib.util.module_from_spec(module_spec)
         module_spec.loader.exec_module(module)
         _modules[spec.logical_id] = module
-    return getattr(module, spec.handler)
+    return module

@@ -37,6 +37,7 @@ from devserver.runtime import LocalContext, load_handler
 from devserver.template import ROOT, FunctionSpec
 
 log = logging.getLogger("devserver")
+NO_STORE = {"Cache-Control": "no-store"}
 
 
 class InProcessRunner:
@@ -128,8 +129,16 @@ def create_app(api: Api, runner: InProcessRunner, openapi: dict[str, Any]) -> An
     app.add_url_rule("/openapi.json", endpoint="openapi", view_func=openapi_json, methods=["GET"])
 
     @app.before_request
-    def _start_clock() -> None:
+    def _start_clock() -> Response | None:
         g.started = time.perf_counter()
+        # SAM CLI answers a body that is not UTF-8 with a 502 of its own, before
+        # any function runs; the API's answer to such a body is a 400.
+        try:
+            request.get_data(cache=True).decode("utf-8")
+        except UnicodeDecodeError:
+            body = {"error": {"code": "invalid_body", "message": "request body is not UTF-8 text"}}
+            return Response(json.dumps(body), status=400, mimetype="application/json", headers=NO_STORE)
+        return None
 
     @app.after_request
     def _log(response: Response) -> Response:

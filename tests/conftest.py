@@ -47,6 +47,15 @@ def reset_core_caches() -> None:
         cached.cache_clear()
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--long", action="store_true", help="run the proof suites' long variants")
+
+
+@pytest.fixture(scope="session")
+def long_run(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--long"))
+
+
 @pytest.fixture(scope="session")
 def template() -> Template:
     return default_template()

@@ -164,20 +164,28 @@ def test_count_bound_follows_max_batch_size(api, lambda_env):
     assert "1 to 10" in reply.body["error"]["message"]
 
 
-def test_non_json_content_type_is_415(api, table_snapshot):
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "application/x-www-form-urlencoded",
+        "text/plain",
+        "multipart/form-data",  # no boundary: a parser would choke on it
+        "multipart/form-data; boundary=x",
+        "application/xml",
+    ],
+)
+def test_bodies_that_are_not_json_are_415(api, table_snapshot, content_type):
     before = table_snapshot()
-    reply = api.call(
-        "batch",
-        name="orders",
-        raw_body="count=5",
-        headers={"Content-Type": "application/x-www-form-urlencoded"},
-    )
-    # a form body is not the API's input, whatever its content
-    assert reply.status in (400, 415)
-    assert reply.error_code in ("invalid_count", "invalid_body", "unsupported_media_type")
-    reply = api.call("batch", name="orders", raw_body="count", headers={"Content-Type": "text/plain"})
+    reply = api.call("batch", name="orders", raw_body='{"count": 5}', headers={"Content-Type": content_type})
     assert (reply.status, reply.error_code) == (415, "unsupported_media_type")
+    assert reply.headers["Cache-Control"] == "no-store"
     assert table_snapshot() == before
+
+
+@pytest.mark.parametrize("content_type", ["application/json; charset=utf-8", "APPLICATION/JSON"])
+def test_json_with_parameters_or_any_case_is_json(api, content_type):
+    reply = api.call("batch", name="orders", body={"count": 5}, headers={"Content-Type": content_type})
+    assert reply.status == 200
 
 
 def test_error_bodies_are_json_with_code_and_message(api):

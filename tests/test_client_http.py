@@ -68,6 +68,14 @@ def test_throttling_and_outages_are_retried_with_the_same_key(status):
     assert len(sleeps) == 2
 
 
+def test_a_duplicate_still_in_progress_is_retried():
+    retry, sleeps = policy()
+    busy = error(409, "request_in_progress", {"Retry-After": "1"})
+    with StubServer([busy, BLOCK]) as stub:
+        assert HttpBackend(stub.url, retry=retry).allocate("orders", 100) == Block(101, 200)
+    assert sleeps[0] >= 1
+
+
 def test_retry_after_is_honoured():
     retry, sleeps = policy(base=0.001)
     with StubServer([error(503, "service_unavailable", {"Retry-After": "2"}), BLOCK]) as stub:

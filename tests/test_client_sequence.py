@@ -248,21 +248,74 @@ def test_take_more_than_is_left_uses_a_later_block_and_keeps_the_rest():
     seq.close()
 
 
-def test_take_under_threads_never_overlaps_next_id():
-    backend = MemoryBackend()
-    seq = Sequence(backend, "orders", block_size=500)
-    taken = []
+class DrawDuringTake(Sequence):
+    """Inside take()'s critical section, just after it has read how much of
+    the segment is left, another thread calls next_id(). The lock-free path
+    must not hand that thread an ID take() is about to return."""
 
-    def taker():
-        for _ in range(200):
-            taken.extend(seq.take(7))
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.taking = False
+        self.helpers: list[threading.Thread] = []
+        self.side_draws: list[int] = []
 
-    worker = threading.Thread(target=taker)
-    worker.start()
-    drawn = [seq.next_id() for _ in range(20_000)]
-    worker.join()
-    every = drawn + taken
+    def take(self, n: int) -> range:
+        self.taking = True
+        try:
+            return super().take(n)
+        finally:
+            self.taking = False
+
+    def _left_in_segment(self) -> range:
+        left = super()._left_in_segment()
+        if self.taking:
+            helper = threading.Thread(target=lambda: self.side_draws.append(self.next_id()))
+            helper.start()
+            # A correct Sequence makes the helper wait for take() to finish; do
+            # not wait for it here (it could not finish), only give it the chance.
+            helper.join(timeout=0.2)
+            self.helpers.append(helper)
+        return left
+
+
+def test_take_never_hands_out_what_a_concurrent_next_id_gets():
+    seq = DrawDuringTake(MemoryBackend(), "orders", block_size=500)
+    drawn = [seq.next_id() for _ in range(10)]  # a segment is under way
+    taken = [i for _ in range(5) for i in seq.take(7)]
+    for helper in seq.helpers:
+        helper.join()
+    every = drawn + taken + seq.side_draws
+    assert len(seq.side_draws) == 5
     assert len(every) == len(set(every))
+    seq.close()
+
+
+class PrefetchNeverAnswers(MemoryBackend):
+    """The prefetcher's requests hang; requests from other threads go through."""
+
+    def __init__(self):
+        super().__init__()
+        self.release = threading.Event()
+
+    def allocate(self, counter, count, *, idempotency_key):
+        if threading.current_thread().name.startswith("idblocks-") and self.calls > 0:
+            self.release.wait(60)
+        return super().allocate(counter, count, idempotency_key=idempotency_key)
+
+
+def test_a_waiting_next_id_takes_the_rest_of_a_block_take_fetched():
+    backend = PrefetchNeverAnswers()
+    seq = Sequence(backend, "orders", block_size=10, wait_timeout=60)
+    assert [seq.next_id() for _ in range(10)] == list(range(1, 11))
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(seq.next_id()))
+    waiter.start()  # nothing buffered, the prefetch hangs: it waits
+    assert wait_until(lambda: backend.calls >= 1 and not got)
+    taken = seq.take(4)  # fetches a block of its own and leaves 6 of it
+    waiter.join(timeout=10)
+    assert got, "next_id kept waiting though IDs were there"
+    assert got[0] not in taken
+    backend.release.set()
     seq.close()
 
 

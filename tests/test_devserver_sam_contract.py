@@ -115,3 +115,13 @@ def test_unknown_routes_never_reach_a_function(recorded):
 def test_openapi_is_served(recorded):
     _, http = recorded
     assert http.get("/openapi.json").get_json() == {"openapi": "3.1.0"}
+
+
+def test_a_body_that_is_not_utf8_is_a_400_not_sams_502(recorded):
+    runner, http = recorded
+    response = http.post(
+        "/admin/counters", data=b"\xdc\xa97@\xff", headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 400
+    assert response.get_json()["error"]["code"] == "invalid_body"
+    assert runner.calls == []

@@ -207,7 +207,7 @@ class HttpBackend:
                 if response.status < 300:
                     return json.loads(response.data) if response.data else None
                 code, message = _error_of(response)
-                if response.status not in RETRY_STATUSES:
+                if not _retryable(response.status, code):
                     raise error_for(response.status, code, message)
                 failure = f"{code}: {message} (HTTP {response.status})"
                 retry_after = parse_retry_after(response.headers.get("Retry-After"))
@@ -221,6 +221,12 @@ class HttpBackend:
 
     def close(self) -> None:
         self._http.clear()
+
+
+def _retryable(status: int, code: str) -> bool:
+    # 409 request_in_progress: the same request (same Idempotency-Key) is still
+    # running; asking again soon gets its answer.
+    return status in RETRY_STATUSES or (status == 409 and code == "request_in_progress")
 
 
 def new_key() -> str:

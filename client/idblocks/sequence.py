@@ -203,6 +203,7 @@ class Sequence:
         block = self._fetch(max(n, self.sizer.next_size()), retry_key=False, may_shrink=False)
         if len(block) > n:
             self._ready.append(Block(block.start + n, block.end))
+            self._changed.notify_all()  # a thread waiting for a block can have the rest
         return range(block.start, block.start + n)
 
     # -- block boundaries (always with the lock held) --------------------------
@@ -222,6 +223,7 @@ class Sequence:
             self._ids = map(segment.start.__add__, offsets)
         self._segment = segment
         self._generation += 1
+        self._changed.notify_all()  # a thread waiting for IDs can go on
 
     def _advance(self) -> None:
         """The current segment is used up: move to the next one, fetching if

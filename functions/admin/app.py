@@ -22,7 +22,6 @@ app = http.new_resolver()
     responses=http.documented(201, CounterState, 400, 409, 415, 503),
     security=http.ADMIN_SECURITY,
 )
-@tracer.capture_method
 def create_counter(request: CreateCounterRequest) -> Response[CounterState]:
     counter = get_counters().create(request.name, request.start, request.max)
     return http.json_response(201, CounterState(**counter.as_dict()))
@@ -34,7 +33,6 @@ def create_counter(request: CreateCounterRequest) -> Response[CounterState]:
     responses=http.documented(200, CounterPage, 400, 503),
     security=http.ADMIN_SECURITY,
 )
-@tracer.capture_method
 def list_counters(
     limit: Annotated[int, Query(ge=1, le=LIST_LIMIT_MAX, description="Page size.")] = 100,
     cursor: Annotated[str | None, Query(max_length=512, description="From the previous page.")] = None,
@@ -50,7 +48,6 @@ def list_counters(
     responses=http.documented(200, CounterState, 400, 404, 503),
     security=http.ADMIN_SECURITY,
 )
-@tracer.capture_method
 def get_counter(name: http.CounterName) -> Response[CounterState]:
     return http.json_response(200, CounterState(**get_counters().get(name).as_dict()))
 
@@ -61,7 +58,6 @@ def get_counter(name: http.CounterName) -> Response[CounterState]:
     responses=http.documented(200, CounterState, 400, 404, 409, 415, 503),
     security=http.ADMIN_SECURITY,
 )
-@tracer.capture_method
 def set_next(name: http.CounterName, request: SetNextRequest) -> Response[CounterState]:
     return http.json_response(200, CounterState(**get_counters().set_next(name, request.next).as_dict()))
 
@@ -72,7 +68,6 @@ def set_next(name: http.CounterName, request: SetNextRequest) -> Response[Counte
     responses=http.documented(204, None, 400, 404, 503),
     security=http.ADMIN_SECURITY,
 )
-@tracer.capture_method
 def delete_counter(name: http.CounterName) -> Response[None]:
     get_counters().delete(name)
     return http.json_response(204, None)
@@ -81,4 +76,4 @@ def delete_counter(name: http.CounterName) -> Response[None]:
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict, context: LambdaContext) -> dict:
-    return app.resolve(event, context)
+    return http.resolve(app, event, context)

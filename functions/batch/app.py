@@ -17,7 +17,6 @@ app = http.new_resolver()
     responses=http.documented(200, BatchResult, 400, 404, 409, 415, 422, 503),
     security=http.CLIENT_SECURITY,
 )
-@tracer.capture_method
 def batch(
     name: http.CounterName, request: BatchRequest, idempotency_key: http.IdempotencyKey = None
 ) -> Response[BatchResult]:
@@ -31,4 +30,4 @@ def batch(
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict, context: LambdaContext) -> dict:
-    return app.resolve(event, context)
+    return http.resolve(app, event, context)

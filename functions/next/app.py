@@ -19,7 +19,6 @@ app = http.new_resolver()
     responses=http.documented(200, NextResult, 400, 404, 409, 422, 503),
     security=http.CLIENT_SECURITY,
 )
-@tracer.capture_method
 def next_id(name: http.CounterName, idempotency_key: http.IdempotencyKey = None) -> Response[NextResult]:
     block = http.allocate(app, "next", name, 1, idempotency_key)
     return http.json_response(200, NextResult(counter=name, id=block.start))
@@ -29,4 +28,4 @@ def next_id(name: http.CounterName, idempotency_key: http.IdempotencyKey = None)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict, context: LambdaContext) -> dict:
-    return app.resolve(event, context)
+    return http.resolve(app, event, context)

@@ -5,13 +5,15 @@ connection is closed before the client hears back."""
 from __future__ import annotations
 
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import requests
 
+from tests.support.loopback import LoopbackServer
 
-class LossyProxy:
+
+class LossyProxy(LoopbackServer):
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream.rstrip("/")
         self.lose = 0  # how many of the next responses to lose
@@ -61,17 +63,4 @@ class LossyProxy:
 
             do_GET = do_POST = do_PUT = do_DELETE = _handle
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def __enter__(self) -> LossyProxy:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: Any) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._serve(Handler)

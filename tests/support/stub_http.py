@@ -4,14 +4,15 @@ scripted reply, and records what it was sent."""
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.support.loopback import LoopbackServer
 
 DROP = "drop"  # close the connection without answering
 
 
-class StubServer:
+class StubServer(LoopbackServer):
     def __init__(self, replies: list[Any]) -> None:
         self.replies = list(replies)
         self.requests: list[dict[str, Any]] = []
@@ -48,17 +49,4 @@ class StubServer:
 
             do_GET = do_POST = do_PUT = do_DELETE = _handle
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def __enter__(self) -> StubServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: Any) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._serve(Handler)

@@ -8,6 +8,7 @@ is an ID handed out twice.
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
@@ -16,12 +17,10 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestUnsupportedContentType,
     RequestValidationError,
 )
-from aws_lambda_powertools.event_handler.openapi.models import APIKey, APIKeyIn
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel
 
-from idblocks_core import idempotency
 from idblocks_core.counters import get_counters
 from idblocks_core.errors import (
     Conflict,
@@ -39,6 +38,7 @@ from idblocks_core.schemas import ErrorBody
 
 JSON = "application/json"
 NO_STORE = {"Cache-Control": "no-store"}
+UNSUPPORTED_MEDIA_TYPE = "send the request body as application/json"
 
 # Most specific first: the first class an error is an instance of decides.
 _STATUS: tuple[tuple[type[IdBlocksError], int], ...] = (
@@ -87,8 +87,12 @@ def json_response(
     )
 
 
+def error_body(code: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message}}
+
+
 def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
-    return json_response(status, {"error": {"code": code, "message": message}}, headers)
+    return json_response(status, error_body(code, message), headers)
 
 
 _ERROR_DESCRIPTIONS = {
@@ -148,7 +152,7 @@ def _on_validation_error(error: RequestValidationError) -> Response:
 
 
 def _on_unsupported_content_type(_: RequestUnsupportedContentType) -> Response:
-    return error_response(415, "unsupported_media_type", "send the request body as application/json")
+    return error_response(415, "unsupported_media_type", UNSUPPORTED_MEDIA_TYPE)
 
 
 def _on_route_not_found(_: NotFoundError) -> Response:
@@ -160,27 +164,50 @@ def _on_unexpected(error: Exception) -> Response:
     return error_response(500, "internal_error", "internal error; it has been logged")
 
 
-# How API Gateway authenticates callers (template.yaml). next and batch take
+# How API Gateway authenticates callers (template.yaml), for the OpenAPI
+# document (scripts/openapi.py defines the schemes). next and batch take
 # whichever the deployment's ClientAuth chose; the admin routes always SigV4.
-SECURITY_SCHEMES = {
-    "sigv4": APIKey(
-        name="Authorization", in_=APIKeyIn.header, description="AWS Signature Version 4 (AWS_IAM)"
-    ),
-    "api_key": APIKey(name="x-api-key", in_=APIKeyIn.header, description="API key (ClientAuth API_KEY)"),
-}
 CLIENT_SECURITY: list[dict[str, list[str]]] = [{"sigv4": []}, {"api_key": []}, {}]
 ADMIN_SECURITY: list[dict[str, list[str]]] = [{"sigv4": []}]
 
 
 def new_resolver() -> APIGatewayRestResolver:
     app = APIGatewayRestResolver(enable_validation=True)
-    app.configure_openapi(title="idblocks", security_schemes=SECURITY_SCHEMES)
     app.exception_handler(IdBlocksError)(_on_domain_error)
     app.exception_handler(RequestValidationError)(_on_validation_error)
     app.exception_handler(RequestUnsupportedContentType)(_on_unsupported_content_type)
     app.not_found(_on_route_not_found)
     app.exception_handler(Exception)(_on_unexpected)
     return app
+
+
+def resolve(app: APIGatewayRestResolver, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """What every handler returns: the resolver's answer, after a check the
+    resolver does not make. A body that is not JSON is refused here, before
+    Powertools tries to parse it as a form or a multipart message (a
+    multipart type without a boundary makes it raise). Media types are
+    case-insensitive; Powertools compares them as written, so they are
+    lower-cased for it."""
+    if event.get("body"):
+        given = {k: v for k, v in (event.get("headers") or {}).items() if str(k).lower() == "content-type"}
+        media_type = str(next(iter(given.values()), JSON)).split(";")[0].strip().lower()
+        if media_type != JSON:
+            return {
+                "statusCode": 415,
+                "multiValueHeaders": {"Content-Type": [JSON], **{k: [v] for k, v in NO_STORE.items()}},
+                "body": json.dumps(error_body("unsupported_media_type", UNSUPPORTED_MEDIA_TYPE)),
+                "isBase64Encoded": False,
+            }
+        if any(value != value.lower() for value in given.values()):
+            event = {**event, "headers": {**event["headers"], **{k: v.lower() for k, v in given.items()}}}
+            if event.get("multiValueHeaders"):
+                lowered = {
+                    k: [v.lower() for v in event["multiValueHeaders"][k]]
+                    for k in given
+                    if k in event["multiValueHeaders"]
+                }
+                event["multiValueHeaders"] = {**event["multiValueHeaders"], **lowered}
+    return app.resolve(event, context)
 
 
 def caller_of(app: APIGatewayRestResolver) -> str:
@@ -210,6 +237,10 @@ def allocate(
         block = get_counters().allocate(name, count)
         _record_allocation(block)
         return block
+    # Imported here: requests without a key (and cold starts) skip loading
+    # the Idempotency utility.
+    from idblocks_core import idempotency
+
     return idempotency.allocate_once(
         caller=caller_of(app),
         counter=name,

@@ -35,6 +35,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from idblocks_core.errors import (
+    BelowHighWaterMark,
     CounterDeleted,
     CounterExhausted,
     CounterExists,
@@ -227,9 +228,11 @@ class CounterStore:
         return _to_counter(response["Attributes"])
 
     def revive(self, name: str, seen_hwm: int, first_id: int, max_id: int) -> Counter:
-        """Bring a deleted counter back, handing out from ``first_id`` on.
-        The caller has checked that ``first_id > seen_hwm``; the condition
-        makes sure nothing moved since it looked."""
+        """Bring a deleted counter back, handing out from ``first_id`` on, which
+        must lie above the high-water mark ``seen_hwm`` it had when deleted;
+        the condition makes sure nothing moved since."""
+        if first_id <= seen_hwm:
+            raise BelowHighWaterMark(name, "start", first_id, seen_hwm)
         now = now_iso()
         hwm = first_id - 1
         response = self._update(

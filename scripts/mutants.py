@@ -1,0 +1,247 @@
+"""Break on purpose what each suite guards, and check that the suite notices.
+
+    python -m scripts.mutants [NAME ...]      (make mutants)
+
+Each mutant edits one file, runs the tests that should catch it, and puts the
+file back. A mutant the tests do not catch is reported, and the run fails.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STORE = "layers/core/idblocks_core/store.py"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    why: str
+    path: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+
+
+MUTANTS = [
+    Mutant(
+        "read-then-write",
+        "allocation reads the high-water mark, then writes old + n: right alone, wrong under concurrency",
+        STORE,
+        """        response = self._update(
+            Key={"name": _s(name)},
+            UpdateExpression="ADD #hwm :n, #room :minus_n SET #updated = :now, #token = :token",""",
+        """        seen = self._call("get_item", Key={"name": _s(name)}, ConsistentRead=True).get("Item", {})
+        import time as _t; _t.sleep(0.005)  # noqa: E702 - widen the window as a busy Lambda would
+        base = int(seen["hwm"]["N"]) if seen else 0
+        response = self._update(
+            Key={"name": _s(name)},
+            UpdateExpression="SET #hwm = :new_hwm, #updated = :now, #token = :token ADD #room :minus_n",""",
+        ("tests/test_proof_concurrency.py",),
+    ),
+    Mutant(
+        "read-then-write-values",
+        "(its companion: the value the read-then-write mutant writes)",
+        STORE,
+        """                ":n": _n(count),
+                ":minus_n": _n(-count),""",
+        """                ":n": _n(count),
+                ":new_hwm": _n(base + count),
+                ":minus_n": _n(-count),""",
+        (),
+    ),
+    Mutant(
+        "no-token-recovery",
+        "a resent write that finds its own token takes a new block instead of returning its own",
+        STORE,
+        "                return Block(hwm - count + 1, hwm)",
+        "                raise StaleToken",
+        (
+            "tests/test_proof_faults.py::test_lost_dynamodb_answers_cost_nothing_without_a_key",
+            "tests/test_proof_faults.py::test_keyed_requests_lose_nothing_and_repeat_nothing",
+        ),
+    ),
+    Mutant(
+        "move-back",
+        "PUT may move a counter back",
+        STORE,
+        'ConditionExpression=f"{_LIVE} AND #hwm <= :hwm AND #max >= :hwm",',
+        'ConditionExpression=f"{_LIVE} AND #max >= :hwm",',
+        ("tests/test_proof_admin_safety.py", "tests/test_proof_core_properties.py::TestCounterMachine"),
+    ),
+    Mutant(
+        "revive-below-mark",
+        "a deleted counter may come back below its high-water mark (both checks of it removed)",
+        "layers/core/idblocks_core/counters.py",
+        "            if first is not None and first <= hwm:",
+        "            if False:",
+        ("tests/test_admin_routes.py", "tests/test_proof_core_properties.py"),
+    ),
+    Mutant(
+        "revive-below-mark-store",
+        "(its companion: the store's own check)",
+        STORE,
+        "        if first_id <= seen_hwm:",
+        "        if False:",
+        (),
+    ),
+    Mutant(
+        "bad-json-is-500",
+        "unparseable JSON is answered as a server error",
+        "layers/core/idblocks_core/http.py",
+        'return error_response(400, "invalid_json", "request body is not valid JSON")',
+        'return error_response(500, "invalid_json", "request body is not valid JSON")',
+        ("tests/test_proof_fuzz.py",),
+    ),
+    Mutant(
+        "extra-fields-accepted",
+        "unknown body fields are silently ignored",
+        "layers/core/idblocks_core/schemas.py",
+        'model_config = ConfigDict(extra="forbid")',
+        'model_config = ConfigDict(extra="ignore")',
+        ("tests/test_allocation_routes.py", "tests/test_admin_routes.py"),
+    ),
+    Mutant(
+        "idempotency-across-callers",
+        "idempotency records are not keyed by caller",
+        "layers/core/idblocks_core/idempotency.py",
+        'event_key_jmespath="[caller, counter, key]"',
+        'event_key_jmespath="[counter, key]"',
+        ("tests/test_idempotency.py",),
+    ),
+    Mutant(
+        "admin-without-iam",
+        "an admin route opens to callers without IAM",
+        "template.yaml",
+        """            Path: /admin/counters/{name}
+            Method: delete
+            Auth:
+              Authorizer: AWS_IAM""",
+        """            Path: /admin/counters/{name}
+            Method: delete
+            Auth:
+              Authorizer: NONE""",
+        ("tests/test_template.py",),
+    ),
+    Mutant(
+        "policy-wildcard",
+        "the admin function may act on any table",
+        "template.yaml",
+        """                - dynamodb:Scan
+              Resource: !GetAtt CountersTable.Arn""",
+        """                - dynamodb:Scan
+              Resource: "*\"""",
+        ("tests/test_template.py",),
+    ),
+    Mutant(
+        "no-pitr",
+        "point-in-time recovery off on the counters table (checkov CKV_AWS_28)",
+        "template.yaml",
+        """      PointInTimeRecoverySpecification:
+        PointInTimeRecoveryEnabled: true
+      SSESpecification:
+        SSEEnabled: true
+      DeletionProtectionEnabled""",
+        """      SSESpecification:
+        SSEEnabled: true
+      DeletionProtectionEnabled""",
+        ("make:security", "tests/test_security.py", "tests/test_template.py"),
+    ),
+    Mutant(
+        "client-new-key-per-attempt",
+        "the client asks again for a block with a new Idempotency-Key",
+        "client/idblocks/sequence.py",
+        "        if not retry_key or self._unfinished is None or self._unfinished[1] != size:",
+        "        if True:",
+        ("tests/test_client_sequence.py::test_a_lost_response_does_not_burn_the_block",),
+    ),
+    Mutant(
+        "client-take-races",
+        "take() carves IDs while next_id may still draw from the same segment",
+        "client/idblocks/sequence.py",
+        "            self._ids = _EXHAUSTED\n            current = self._left_in_segment()",
+        "            current = self._left_in_segment()",
+        ("tests/test_client_sequence.py::test_take_never_hands_out_what_a_concurrent_next_id_gets",),
+    ),
+    Mutant(
+        "client-lost-wakeup",
+        "a block take() leaves behind does not wake a next_id() waiting for one",
+        "client/idblocks/sequence.py",
+        "            self._changed.notify_all()  # a thread waiting for a block can have the rest\n",
+        "",
+        ("tests/test_client_sequence.py::test_a_waiting_next_id_takes_the_rest_of_a_block_take_fetched",),
+    ),
+    Mutant(
+        "client-lost-wakeup-activate",
+        "(its companion: switching segments wakes no one either)",
+        "client/idblocks/sequence.py",
+        "        self._changed.notify_all()  # a thread waiting for IDs can go on\n",
+        "",
+        (),
+    ),
+    Mutant(
+        "dev-state-not-saved",
+        "the dev server saves its tables only on the way out",
+        "devserver/server.py",
+        "                if self.after_invoke is not None:\n                    self.after_invoke()",
+        "                pass",
+        ("tests/test_devserver.py::test_state_survives_a_crash",),
+    ),
+]
+# Mutants that only make sense together.
+TOGETHER = {
+    "read-then-write": ["read-then-write-values"],
+    "revive-below-mark": ["revive-below-mark-store"],
+    "client-lost-wakeup": ["client-lost-wakeup-activate"],
+}
+
+
+def run(target: str) -> bool:
+    """True if the target failed (the mutant was caught)."""
+    if target.startswith("make:"):
+        command = ["make", target.split(":", 1)[1]]
+    else:
+        command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", target]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    return done.returncode != 0
+
+
+def main() -> None:
+    wanted = set(sys.argv[1:])
+    failures = []
+    for mutant in MUTANTS:
+        if not mutant.tests or (wanted and mutant.name not in wanted):
+            continue
+        group = [mutant] + [m for m in MUTANTS if m.name in TOGETHER.get(mutant.name, [])]
+        originals = {}
+        try:
+            for part in group:
+                path = ROOT / part.path
+                text = originals.setdefault(path, path.read_text())
+                current = path.read_text()
+                if part.old not in current:
+                    raise SystemExit(f"mutant {part.name}: its target is no longer in {part.path}")
+                path.write_text(current.replace(part.old, part.new, 1))
+            started = time.monotonic()
+            results = {target: run(target) for target in mutant.tests}
+        finally:
+            for path, text in originals.items():
+                path.write_text(text)
+        caught = [t for t, failed in results.items() if failed]
+        verdict = "caught" if caught else "NOT CAUGHT"
+        print(f"{verdict:10} {mutant.name:28} {time.monotonic() - started:6.0f} s  {mutant.why}", flush=True)
+        for target, failed in results.items():
+            print(f"{'':10}   {'fails' if failed else 'passes':6} {target}", flush=True)
+        if not caught:
+            failures.append(mutant.name)
+    if failures:
+        raise SystemExit(f"mutants not caught: {failures}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""Several dev servers (as several Lambda containers would be) sharing one
+embedded DynamoDB, optionally behind a fault-injecting proxy."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+
+from devserver.dynamodb import EmbeddedDynamoDB
+from devserver.template import ROOT
+from tests.support.devserver import DevServer
+from tests.support.fault_proxy import FaultProxy
+
+
+@dataclass
+class Cluster:
+    dynamodb: EmbeddedDynamoDB
+    proxy: FaultProxy | None
+    servers: list[DevServer]
+
+    @property
+    def urls(self) -> list[str]:
+        return [server.url for server in self.servers]
+
+    def high_water(self, counter: str) -> int:
+        reply = requests.get(f"{self.urls[0]}/admin/counters/{counter}", timeout=30)
+        assert reply.status_code == 200, reply.text
+        return reply.json()["next"] - 1
+
+
+@contextlib.contextmanager
+def cluster(servers: int = 2, faults: dict[str, float] | None = None, seed: int = 1) -> Iterator[Cluster]:
+    dynamodb = EmbeddedDynamoDB().start()
+    proxy = FaultProxy(dynamodb.endpoint, rates=faults, seed=seed) if faults is not None else None
+    endpoint = dynamodb.endpoint
+    if proxy is not None:
+        proxy.__enter__()
+        proxy.enabled = False  # not while the servers start and create tables
+        endpoint = proxy.url
+    started = [DevServer("--dynamodb-endpoint", endpoint) for _ in range(servers)]
+    threads = [threading.Thread(target=server.start) for server in started]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert all(server.url for server in started), "a dev server did not start"
+        if proxy is not None:
+            proxy.enabled = True
+        yield Cluster(dynamodb, proxy, started)
+    finally:
+        if proxy is not None:
+            proxy.enabled = False
+        for server in started:
+            if server.process is not None and server.process.poll() is None:
+                server.stop()
+        if proxy is not None:
+            proxy.__exit__()
+        dynamodb.stop()
+
+
+def hammer(
+    urls: list[str], counters: list[str], out_dir: Path, *, processes: int, seed: int, **options: object
+) -> dict:
+    """Run client processes (tests/support/hammer.py) and merge what they saw."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    # options become flags: requests=20 -> --requests=20; flag="" -> --flag
+    args = [f"--{k.replace('_', '-')}" + (f"={v}" if v != "" else "") for k, v in options.items()]
+    outs = [out_dir / f"hammer-{seed}-{p}.json" for p in range(processes)]
+    base = [sys.executable, "-m", "tests.support.hammer", f"--urls={','.join(urls)}"]
+    base += [f"--counters={','.join(counters)}", *args]
+    workers = [
+        subprocess.Popen([*base, f"--seed={seed * 100 + p}", f"--out={out}"], cwd=ROOT, env=env)
+        for p, out in enumerate(outs)
+    ]
+    for worker in workers:
+        assert worker.wait(timeout=900) == 0
+    merged: dict = {"allocations": [], "statuses": {}, "problems": []}
+    for out in outs:
+        part = json.loads(out.read_text())
+        merged["allocations"] += [tuple(a) for a in part["allocations"]]
+        merged["problems"] += part["problems"]
+        for status, n in part["statuses"].items():
+            merged["statuses"][status] = merged["statuses"].get(status, 0) + n
+    return merged

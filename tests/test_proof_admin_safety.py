@@ -1,0 +1,145 @@
+"""Admin safety: moving a counter back, deleting and re-creating it, letting
+next auto-create a deleted name, exhausting max, and admin PUTs racing
+allocations. Through two dev servers sharing one DynamoDB, over HTTP, with
+allocations running all the while. None may hand out an ID twice."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+import requests
+
+from tests.support.cluster import cluster
+
+
+@pytest.fixture(scope="module")
+def dev():
+    with cluster(servers=2) as running:
+        yield running
+
+
+class Workers:
+    """Threads whose failures fail the test (an assert in a thread alone would not)."""
+
+    def __init__(self, target, args_list) -> None:
+        self.errors: list[BaseException] = []
+        self.threads = [threading.Thread(target=self._run, args=(target, args)) for args in args_list]
+
+    def _run(self, target, args) -> None:
+        try:
+            target(*args)
+        except BaseException as exc:  # noqa: BLE001 - reported by join()
+            self.errors.append(exc)
+
+    def start(self) -> Workers:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def join(self) -> None:
+        for thread in self.threads:
+            thread.join()
+        assert self.errors == []
+
+
+def allocate_until(stop: threading.Event, urls: list[str], counter: str, seed: int, got: list) -> None:
+    rng = random.Random(seed)
+    session = requests.Session()
+    while not stop.is_set():
+        url = rng.choice(urls)
+        if rng.random() < 0.3:
+            reply = session.post(f"{url}/counters/{counter}/next", timeout=30)
+            if reply.status_code == 200:
+                got.append((reply.json()["id"], reply.json()["id"]))
+        else:
+            reply = session.post(
+                f"{url}/counters/{counter}/batch", json={"count": rng.randint(1, 30)}, timeout=30
+            )
+            if reply.status_code == 200:
+                got.append((reply.json()["start"], reply.json()["end"]))
+        assert reply.status_code in (200, 404, 409), reply.text
+
+
+def assert_no_id_twice(blocks: list[tuple[int, int]]) -> int:
+    ids = [i for start, end in blocks for i in range(start, end + 1)]
+    assert len(ids) == len(set(ids)), "an ID was handed out twice"
+    return len(ids)
+
+
+def test_admin_changes_racing_allocations_never_repeat_an_id(dev):
+    counter, urls = "raced", dev.urls
+    got: list[tuple[int, int]] = []
+    stop = threading.Event()
+    workers = Workers(allocate_until, [(stop, urls, counter, seed, got) for seed in range(6)]).start()
+    admin, rng, outcomes = requests.Session(), random.Random(42), []
+    try:
+        for _ in range(60):
+            url = rng.choice(urls)
+            action = rng.choice(["raise", "back", "delete", "create", "create_low", "create_high"])
+            state = admin.get(f"{url}/admin/counters/{counter}", timeout=30)
+            current = state.json()["next"] if state.status_code == 200 else None
+            if action == "raise" and current:
+                reply = admin.put(
+                    f"{url}/admin/counters/{counter}", json={"next": current + rng.randint(0, 500)}
+                )
+            elif action == "back" and current and current > 1:
+                reply = admin.put(
+                    f"{url}/admin/counters/{counter}", json={"next": rng.randint(1, current - 1)}
+                )
+                assert reply.status_code in (409, 404), reply.text  # never moved back
+            elif action == "delete":
+                reply = admin.delete(f"{url}/admin/counters/{counter}")
+            elif action == "create":
+                reply = admin.post(f"{url}/admin/counters", json={"name": counter})
+            elif action == "create_low":
+                reply = admin.post(f"{url}/admin/counters", json={"name": counter, "start": 1})
+                assert reply.status_code == 409, reply.text  # exists, or below the high-water mark
+            else:
+                reply = admin.post(
+                    f"{url}/admin/counters", json={"name": counter, "start": (current or 1) + 10_000}
+                )
+            outcomes.append((action, reply.status_code if action != "raise" or current else None))
+    finally:
+        stop.set()
+        workers.join()
+    handed_out = assert_no_id_twice(got)
+    assert handed_out > 500
+    final = requests.get(f"{urls[0]}/admin/counters/{counter}", timeout=30)
+    if final.status_code == 200:
+        assert max(end for _, end in got) < final.json()["next"]
+    assert {action for action, _ in outcomes} >= {"raise", "delete", "create", "create_low"}
+
+
+def test_exhausting_max_under_concurrency_hands_out_exactly_up_to_max(dev):
+    counter, urls, top = "bounded", dev.urls, 3000
+    assert (
+        requests.post(f"{urls[0]}/admin/counters", json={"name": counter, "max": top}, timeout=30).status_code
+        == 201
+    )
+    got: list[tuple[int, int]] = []
+
+    def drain(seed: int) -> None:
+        rng, session, count = random.Random(seed), requests.Session(), 64
+        while count >= 1:
+            reply = session.post(
+                f"{rng.choice(urls)}/counters/{counter}/batch", json={"count": count}, timeout=30
+            )
+            if reply.status_code == 200:
+                got.append((reply.json()["start"], reply.json()["end"]))
+                continue
+            assert (reply.status_code, reply.json()["error"]["code"]) == (409, "counter_exhausted")
+            count //= 2  # fewer left than asked: ask for less, down to one
+
+    Workers(drain, [(seed,) for seed in range(8)]).start().join()
+    assert assert_no_id_twice(got) == top  # every ID up to max, none beyond, none twice
+    assert max(end for _, end in got) == top
+
+
+def test_auto_create_of_a_deleted_name_continues_above_it(dev):
+    url = dev.urls[0]
+    first = requests.post(f"{url}/counters/reborn/batch", json={"count": 100}, timeout=30).json()
+    assert requests.delete(f"{url}/admin/counters/reborn", timeout=30).status_code == 204
+    again = requests.post(f"{dev.urls[1]}/counters/reborn/next", timeout=30).json()
+    assert again["id"] == first["end"] + 1

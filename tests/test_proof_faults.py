@@ -1,0 +1,85 @@
+"""Faults: a share of the DynamoDB calls fail on the way (throttling, 500s,
+timeouts, and the nasty one: the write is applied but its answer is lost),
+injected by a proxy between the functions and DynamoDB.
+
+Checked: no ID is ever handed out twice; clients with an Idempotency-Key lose
+no block; the service answers 503 with Retry-After (or the 409 of a request
+still in progress), never another 5xx or a stack trace; the client recovers.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from idblocks import HttpBackend, RetryPolicy, Sequence
+from tests.support.cluster import cluster, hammer
+from tests.support.ledger import check_ranges
+
+# Rates are far above anything DynamoDB shows, to make every path happen in
+# a short run. A lost answer to the idempotency record's PutItem costs that
+# key up to the function timeout (15 s) of 409s; the rates keep that rare.
+FAULTS = {"throttle": 0.04, "error": 0.04, "timeout": 0.003, "lost": 0.04}
+
+
+@pytest.fixture(scope="module")
+def faulty(tmp_path_factory):
+    with cluster(servers=2, faults=FAULTS, seed=11) as dev:
+        yield dev
+
+
+def test_keyed_requests_lose_nothing_and_repeat_nothing(faulty, tmp_path):
+    # Each thread has a counter of its own, so a retried request finds its own write.
+    counters = [f"keyed-{i}" for i in range(8)]
+    seen = hammer(
+        faulty.urls, counters, tmp_path,
+        processes=1, seed=100, threads=8, requests=12, key_rate=1.0, repeat_rate=0.2, counter_per_thread="",
+    )  # fmt: skip
+    assert seen["problems"] == []
+    assert set(seen["statuses"]) <= {"200", "503", "409"}
+    high_water = {counter: faulty.high_water(counter) for counter in counters}
+    check_ranges(seen["allocations"], high_water, must_tile=True)
+    assert sum(faulty.proxy.injected.values()) > 10, faulty.proxy.injected
+    assert faulty.proxy.injected["lost"] > 2
+
+
+def test_concurrent_load_under_faults_never_repeats_an_id(faulty, tmp_path):
+    counters = ["shared-a", "shared-b"]
+    seen = hammer(
+        faulty.urls, counters, tmp_path,
+        processes=2, seed=5, threads=8, requests=10, key_rate=0.5, repeat_rate=0.2,
+    )  # fmt: skip
+    assert seen["problems"] == []
+    assert set(seen["statuses"]) <= {"200", "503", "409"}
+    high_water = {counter: faulty.high_water(counter) for counter in counters}
+    # Concurrent writers can cost IDs (a write whose answer was lost while
+    # another write followed it); they never repeat one.
+    gaps = check_ranges(seen["allocations"], high_water, must_tile=False)
+    assert all(gap >= 0 for gap in gaps.values())
+
+
+def test_lost_dynamodb_answers_cost_nothing_without_a_key(faulty, tmp_path):
+    # The allocation write carries a token: when botocore resends a write
+    # whose answer was lost, the item already bears the token, and the resend
+    # returns that write's block instead of taking another. (At most two
+    # losses in a row, so botocore's third attempt is always answered.)
+    faulty.proxy.rates, faulty.proxy.max_in_a_row = {"lost": 0.3}, 2
+    try:
+        seen = hammer(
+            faulty.urls, ["tokens"], tmp_path,
+            processes=1, seed=3, threads=1, requests=40, key_rate=0.0, repeat_rate=0.0,
+        )  # fmt: skip
+    finally:
+        faulty.proxy.rates, faulty.proxy.max_in_a_row = FAULTS, None
+    assert seen["problems"] == []
+    check_ranges(seen["allocations"], {"tokens": faulty.high_water("tokens")}, must_tile=True)
+
+
+def test_the_client_rides_through(faulty):
+    backend = HttpBackend(faulty.urls[0], retry=RetryPolicy(attempts=20, deadline=120, base=0.05))
+    seq = Sequence(backend, "client-faults", initial_block=20, max_block=200)
+    ids = [seq.next_id() for _ in range(1500)]
+    unused = seq.close()
+    assert len(set(ids)) == len(ids) == 1500
+    high_water = faulty.high_water("client-faults")
+    # every ID the service took went to this client: used, or reported unused
+    assert high_water == len(ids) + unused
