@@ -310,7 +310,9 @@ def test_a_waiting_next_id_takes_the_rest_of_a_block_take_fetched():
     got = []
     waiter = threading.Thread(target=lambda: got.append(seq.next_id()))
     waiter.start()  # nothing buffered, the prefetch hangs: it waits
-    assert wait_until(lambda: backend.calls >= 1 and not got)
+    # (white-box: the waiter is the one thread waiting on the Sequence's condition)
+    assert wait_until(lambda: len(seq._changed._waiters) == 1)
+    assert got == []
     taken = seq.take(4)  # fetches a block of its own and leaves 6 of it
     waiter.join(timeout=10)
     assert got, "next_id kept waiting though IDs were there"

@@ -104,8 +104,8 @@ def test_admin_changes_racing_allocations_never_repeat_an_id(dev):
     finally:
         stop.set()
         workers.join()
-    handed_out = assert_no_id_twice(got)
-    assert handed_out > 500
+    assert_no_id_twice(got)
+    assert len(got) >= 50  # allocations really ran alongside the admin changes
     final = requests.get(f"{urls[0]}/admin/counters/{counter}", timeout=30)
     if final.status_code == 200:
         assert max(end for _, end in got) < final.json()["next"]

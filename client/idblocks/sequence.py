@@ -173,24 +173,26 @@ class Sequence:
             # iterator and waits for the lock.
             self._ids = _EXHAUSTED
             current = self._left_in_segment()
-            if not current and self._rest:
-                current = self._rest.popleft()
-            # The rest of the current block is contiguous: its later segment follows on.
-            split = self._rest[0].start if self._rest else current.stop
-            run = range(current.start, self._rest[0].stop if self._rest else current.stop)
-            if len(run) >= n:
-                taken, remainder = run[:n], run[n:]
-                self._rest.clear()
-                if remainder.start < split:
-                    self._activate(range(remainder.start, split))
-                    self._rest.append(range(split, remainder.stop))
-                else:
-                    self._activate(remainder)
-                    self._request_block()  # the low-water mark is behind us
-                return taken
-            # What is left of this block stays for next_id; take from a later block.
-            self._activate(current)
-            return self._take_from_later_blocks(n)
+            # The block's later segment, if still ahead, follows on from this one.
+            later = self._rest.popleft() if self._rest else None
+            if not current and later is not None:
+                current, later = later, None
+                self._request_block()  # now in the later segment: the mark is passed
+            run = range(current.start, later.stop if later else current.stop)
+            if len(run) < n:
+                # What is left of this block stays for next_id; take from a later block.
+                self._activate(current)
+                if later is not None:
+                    self._rest.append(later)
+                return self._take_from_later_blocks(n)
+            taken, left = run[:n], run[n:]
+            if later is not None and left.start < later.start:
+                self._activate(range(left.start, later.start))
+                self._rest.append(later)
+            else:
+                self._activate(left)
+                self._request_block()  # the mark is passed
+            return taken
 
     def _take_from_later_blocks(self, n: int) -> range:
         for index, block in enumerate(self._ready):

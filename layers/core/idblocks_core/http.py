@@ -130,11 +130,6 @@ def _on_domain_error(error: IdBlocksError) -> Response:
     return error_response(status, error.code, error.message, headers)
 
 
-def _field_code(location: tuple[Any, ...]) -> str:
-    field = str(location[-1]).lower().replace("-", "_")
-    return f"invalid_{field}"
-
-
 def _on_validation_error(error: RequestValidationError) -> Response:
     """Powertools' validation errors, reworded into the API's error body. The
     first problem is reported; the code names the field it is about."""
@@ -148,7 +143,10 @@ def _on_validation_error(error: RequestValidationError) -> Response:
         return error_response(400, "invalid_body", "request body must be a JSON object")
     if kind == "extra_forbidden":
         return error_response(400, "invalid_body", f"unknown field '{fields[-1]}'")
-    return error_response(400, _field_code(tuple(fields)), f"{fields[-1]}: {problem.get('msg', 'invalid')}")
+    field = fields[-1]  # e.g. count, name, Idempotency-Key -> invalid_count, invalid_idempotency_key
+    return error_response(
+        400, f"invalid_{field.lower().replace('-', '_')}", f"{field}: {problem.get('msg', 'invalid')}"
+    )
 
 
 def _on_unsupported_content_type(_: RequestUnsupportedContentType) -> Response:
