@@ -80,6 +80,9 @@ _NAMES = {
     "#token": "alloc_token",
 }
 _LIVE = "attribute_exists(#hwm) AND attribute_not_exists(#deleted)"
+# A counter's state when it is created (or revived): next ID, max, timestamps.
+_NEW_STATE = "SET #hwm = :hwm, #room = :room, #max = :max, #created = :now, #updated = :now"
+_NEW_STATE_NAMES = ("#hwm", "#room", "#max", "#created", "#updated")
 
 
 @functools.cache
@@ -111,6 +114,11 @@ def _unavailable(exc: Exception) -> ServiceUnavailable:
 
 def _error_code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _new_state(first_id: int, max_id: int) -> dict[str, dict[str, str]]:
+    hwm = first_id - 1
+    return {":hwm": _n(hwm), ":room": _n(max_id - hwm), ":max": _n(max_id), ":now": _s(now_iso())}
 
 
 def _to_counter(item: Mapping[str, Any]) -> Counter:
@@ -203,21 +211,12 @@ class CounterStore:
     def create(self, name: str, first_id: int, max_id: int) -> Counter:
         """Create a counter that has never existed. Raises CounterExists, or
         CounterDeleted (with its high-water mark) for a deleted one."""
-        now = now_iso()
-        hwm = first_id - 1
         response = self._update(
             Key={"name": _s(name)},
-            UpdateExpression=(
-                "SET #hwm = :hwm, #room = :room, #max = :max, #created = :now, #updated = :now"
-            ),
+            UpdateExpression=_NEW_STATE,
             ConditionExpression="attribute_not_exists(#name)",
-            ExpressionAttributeNames=_names("#name", "#hwm", "#room", "#max", "#created", "#updated"),
-            ExpressionAttributeValues={
-                ":hwm": _n(hwm),
-                ":room": _n(max_id - hwm),
-                ":max": _n(max_id),
-                ":now": _s(now),
-            },
+            ExpressionAttributeNames=_names("#name", *_NEW_STATE_NAMES),
+            ExpressionAttributeValues=_new_state(first_id, max_id),
             ReturnValues="ALL_NEW",
         )
         if "failed" in response:
@@ -233,23 +232,12 @@ class CounterStore:
         the condition makes sure nothing moved since."""
         if first_id <= seen_hwm:
             raise BelowHighWaterMark(name, "start", first_id, seen_hwm)
-        now = now_iso()
-        hwm = first_id - 1
         response = self._update(
             Key={"name": _s(name)},
-            UpdateExpression=(
-                "SET #hwm = :hwm, #room = :room, #max = :max, #created = :now, #updated = :now "
-                "REMOVE #deleted"
-            ),
+            UpdateExpression=f"{_NEW_STATE} REMOVE #deleted",
             ConditionExpression="attribute_exists(#deleted) AND #hwm = :seen",
-            ExpressionAttributeNames=_names("#hwm", "#room", "#max", "#created", "#updated", "#deleted"),
-            ExpressionAttributeValues={
-                ":hwm": _n(hwm),
-                ":room": _n(max_id - hwm),
-                ":max": _n(max_id),
-                ":now": _s(now),
-                ":seen": _n(seen_hwm),
-            },
+            ExpressionAttributeNames=_names("#deleted", *_NEW_STATE_NAMES),
+            ExpressionAttributeValues={**_new_state(first_id, max_id), ":seen": _n(seen_hwm)},
             ReturnValues="ALL_NEW",
         )
         if "failed" in response:
