@@ -44,6 +44,7 @@ def test_keyed_requests_lose_nothing_and_repeat_nothing(faulty, tmp_path):
 
 def test_concurrent_load_under_faults_never_repeats_an_id(faulty, tmp_path):
     counters = ["shared-a", "shared-b"]
+    injected_before = sum(faulty.proxy.injected.values())
     seen = hammer(
         faulty.urls, counters, tmp_path,
         processes=2, seed=5, threads=8, requests=10, key_rate=0.5, repeat_rate=0.2,
@@ -52,9 +53,10 @@ def test_concurrent_load_under_faults_never_repeats_an_id(faulty, tmp_path):
     assert set(seen["statuses"]) <= {"200", "503", "409"}
     high_water = {counter: faulty.high_water(counter) for counter in counters}
     # Concurrent writers can cost IDs (a write whose answer was lost while
-    # another write followed it); they never repeat one.
-    gaps = check_ranges(seen["allocations"], high_water, must_tile=False)
-    assert all(gap >= 0 for gap in gaps.values())
+    # another write followed it), so gaps are allowed; check_ranges fails on
+    # any ID handed out twice or above the high-water mark.
+    check_ranges(seen["allocations"], high_water, must_tile=False)
+    assert sum(faulty.proxy.injected.values()) > injected_before, "the load met no fault"
 
 
 def test_lost_dynamodb_answers_cost_nothing_without_a_key(faulty, tmp_path):

@@ -19,6 +19,7 @@ from devserver.dynamodb import EmbeddedDynamoDB
 from devserver.template import ROOT
 from tests.support.devserver import DevServer
 from tests.support.fault_proxy import FaultProxy
+from tests.support.hammer import merge
 
 
 @dataclass
@@ -93,11 +94,6 @@ def hammer(
     ]
     for worker in workers:
         assert worker.wait(timeout=900) == 0
-    merged: dict = {"allocations": [], "statuses": {}, "problems": []}
-    for out in outs:
-        part = json.loads(out.read_text())
-        merged["allocations"] += [tuple(a) for a in part["allocations"]]
-        merged["problems"] += part["problems"]
-        for status, n in part["statuses"].items():
-            merged["statuses"][status] = merged["statuses"].get(status, 0) + n
+    merged = merge([json.loads(out.read_text()) for out in outs])
+    merged["allocations"] = [tuple(a) for a in merged["allocations"]]
     return merged

@@ -17,12 +17,10 @@ import json
 import random
 import threading
 import time
-from http.server import BaseHTTPRequestHandler
-from typing import Any
 
 import requests
 
-from tests.support.loopback import LoopbackServer
+from tests.support.loopback import LoopbackServer, QuietHandler
 
 KINDS = ("throttle", "error", "timeout", "lost")
 _ERRORS = {
@@ -64,11 +62,8 @@ class FaultProxy(LoopbackServer):
         self._session = threading.local()
         proxy = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             protocol_version = "HTTP/1.1"
-
-            def log_message(self, *_: Any) -> None:
-                pass
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -81,16 +76,13 @@ class FaultProxy(LoopbackServer):
                     return
                 if fault == "timeout":
                     time.sleep(proxy.timeout_seconds)
-                    self._drop()
+                    self.drop()
                     return
-                headers = {
-                    k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")
-                }
                 answer = proxy._http().post(
-                    proxy.upstream + self.path, data=body, headers=headers, timeout=30
+                    proxy.upstream + self.path, data=body, headers=self.forwarded_headers(), timeout=30
                 )
                 if fault == "lost":
-                    self._drop()
+                    self.drop()
                     return
                 self._reply(answer.status_code, answer.content, answer.headers.get("Content-Type"))
 
@@ -100,10 +92,6 @@ class FaultProxy(LoopbackServer):
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
-
-            def _drop(self) -> None:
-                self.close_connection = True
-                self.connection.close()
 
         self._serve(Handler)
 

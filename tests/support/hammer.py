@@ -25,6 +25,21 @@ import requests
 RETRYABLE = {503, 429}
 
 
+def new_log() -> dict[str, Any]:
+    return {"allocations": [], "statuses": {}, "problems": []}
+
+
+def merge(logs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One log of what several threads (or processes) saw."""
+    merged = new_log()
+    for part in logs:
+        merged["allocations"] += part["allocations"]
+        merged["problems"] += part["problems"]
+        for status, n in part["statuses"].items():
+            merged["statuses"][status] = merged["statuses"].get(status, 0) + n
+    return merged
+
+
 def check_shape(response: requests.Response, problems: list[str]) -> dict[str, Any] | None:
     """A response the API may give: JSON, no-store, and errors in the error shape."""
     where = f"{response.request.method} {response.request.path_url} -> {response.status_code}"
@@ -109,22 +124,14 @@ def main() -> None:
     parser.add_argument("--counter-per-thread", action="store_true", help="thread i uses only counter i")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    log: dict[str, Any] = {"allocations": [], "statuses": {}, "problems": []}
-    lock = threading.Lock()
-    logs = [{"allocations": [], "statuses": {}, "problems": []} for _ in range(args.threads)]
+    logs = [new_log() for _ in range(args.threads)]
     threads = [threading.Thread(target=worker, args=(args, i, logs[i])) for i in range(args.threads)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    with lock:
-        for part in logs:
-            log["allocations"] += part["allocations"]
-            log["problems"] += part["problems"]
-            for status, n in part["statuses"].items():
-                log["statuses"][status] = log["statuses"].get(status, 0) + n
     with open(args.out, "w") as out:
-        json.dump(log, out)
+        json.dump(merge(logs), out)
 
 
 if __name__ == "__main__":

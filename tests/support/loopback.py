@@ -1,11 +1,27 @@
-"""The lifecycle the tests' small HTTP servers share: a threaded server on
-127.0.0.1 (a free port), started and stopped as a context manager."""
+"""What the tests' small HTTP servers share: a threaded server on 127.0.0.1
+(a free port), started and stopped as a context manager, and a request
+handler base that logs nothing and can hang up without answering."""
 
 from __future__ import annotations
 
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    def log_message(self, *_: Any) -> None:
+        pass  # the tests report what matters
+
+    def forwarded_headers(self) -> dict[str, str]:
+        """The request's headers, to pass upstream (the HTTP library sets
+        Host and Content-Length itself)."""
+        return {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")}
+
+    def drop(self) -> None:
+        """Close the connection without answering."""
+        self.close_connection = True
+        self.connection.close()
 
 
 class LoopbackServer:

@@ -5,12 +5,10 @@ connection is closed before the client hears back."""
 from __future__ import annotations
 
 import threading
-from http.server import BaseHTTPRequestHandler
-from typing import Any
 
 import requests
 
-from tests.support.loopback import LoopbackServer
+from tests.support.loopback import LoopbackServer, QuietHandler
 
 
 class LossyProxy(LoopbackServer):
@@ -22,20 +20,18 @@ class LossyProxy(LoopbackServer):
         self._lock = threading.Lock()
         proxy = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             protocol_version = "HTTP/1.1"
-
-            def log_message(self, *_: Any) -> None:
-                pass
 
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
-                headers = {
-                    k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length")
-                }
                 reply = requests.request(
-                    self.command, proxy.upstream + self.path, data=body, headers=headers, timeout=30
+                    self.command,
+                    proxy.upstream + self.path,
+                    data=body,
+                    headers=self.forwarded_headers(),
+                    timeout=30,
                 )
                 with proxy._lock:
                     proxy.forwarded += 1
@@ -44,8 +40,7 @@ class LossyProxy(LoopbackServer):
                         proxy.lose -= 1
                         proxy.lost.append((self.command, self.path, reply.status_code))
                 if lose:
-                    self.close_connection = True
-                    self.connection.close()
+                    self.drop()
                     return
                 self.send_response(reply.status_code)
                 for key, value in reply.headers.items():

@@ -4,10 +4,9 @@ scripted reply, and records what it was sent."""
 from __future__ import annotations
 
 import json
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.support.loopback import LoopbackServer
+from tests.support.loopback import LoopbackServer, QuietHandler
 
 DROP = "drop"  # close the connection without answering
 
@@ -18,10 +17,7 @@ class StubServer(LoopbackServer):
         self.requests: list[dict[str, Any]] = []
         stub = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *_: Any) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
@@ -34,8 +30,7 @@ class StubServer(LoopbackServer):
                     else (500, {}, {"error": {"code": "x", "message": "x"}})
                 )
                 if reply == DROP:
-                    self.close_connection = True
-                    self.connection.close()
+                    self.drop()
                     return
                 status, headers, payload = reply
                 data = json.dumps(payload).encode() if payload is not None else b""
