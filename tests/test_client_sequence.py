@@ -8,7 +8,14 @@ import time
 
 import pytest
 
-from idblocks import CounterExhausted, InvalidRequest, Sequence, SequenceClosed, ServiceUnavailable
+from idblocks import (
+    CounterExhausted,
+    CounterNotFound,
+    InvalidRequest,
+    Sequence,
+    SequenceClosed,
+    ServiceUnavailable,
+)
 from idblocks import sequence as sequence_module
 from idblocks.backend import Block
 from idblocks.sequence import BlockSizer
@@ -153,6 +160,25 @@ def test_a_lost_response_does_not_burn_the_block():
     assert seq.next_id() == 1
     assert backend.blocks == [Block(1, 10)]
     assert seq.close() == 9
+
+
+def test_a_request_the_service_answered_is_not_asked_again_with_its_key():
+    keys = []
+
+    class Refusing(MemoryBackend):
+        def allocate(self, counter, count, *, idempotency_key):
+            keys.append(idempotency_key)
+            if len(keys) == 1:
+                raise CounterNotFound(404, "counter_not_found", "no counter 'orders'")
+            return super().allocate(counter, count, idempotency_key=idempotency_key)
+
+    seq = Sequence(Refusing(), "orders", block_size=10, prefetch=False)
+    with pytest.raises(CounterNotFound):
+        seq.next_id()
+    assert seq.next_id() == 1
+    assert len(keys) == 2
+    assert keys[0] != keys[1]
+    seq.close()
 
 
 def test_an_exhausted_counter_is_reported_after_the_last_id():

@@ -29,12 +29,11 @@ from idblocks.errors import (
     Conflict,
     CounterNotFound,
     IdBlocksError,
-    InvalidRequest,
-    ServiceError,
     ServiceUnavailable,
 )
 
-EXIT = {CounterNotFound: 3, Conflict: 4, ServiceUnavailable: 5, InvalidRequest: 1, ServiceError: 1}
+# Exit status by error class; any other error exits 1.
+EXIT = {CounterNotFound: 3, Conflict: 4, ServiceUnavailable: 5}
 
 
 def _positive(text: str) -> int:

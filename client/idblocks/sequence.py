@@ -309,23 +309,20 @@ class Sequence:
         started = time.monotonic()
         try:
             block = self.backend.allocate(self.counter, size, idempotency_key=key)
-        except InvalidRequest as exc:
+        except ServiceError as exc:
+            # The service answered, so this request is settled and the next
+            # gets a new key. (ServiceUnavailable is not a ServiceError: its
+            # outcome is unknown, and the key is kept.)
             if retry_key:
                 self._unfinished = None
-            if may_shrink and exc.code == "invalid_count" and size > self.sizer.minimum:
+            if not may_shrink:
+                raise
+            if isinstance(exc, InvalidRequest) and exc.code == "invalid_count" and size > self.sizer.minimum:
                 self.sizer.cap(size // 2)  # over the service's MaxBatchSize
                 return self._fetch(self.sizer.next_size(), retry_key=retry_key)
-            raise
-        except CounterExhausted:
-            if retry_key:
-                self._unfinished = None
-            if may_shrink and size > 1:
+            if isinstance(exc, CounterExhausted) and size > 1:
                 # Fewer IDs than a block may be left: take them in smaller blocks.
                 return self._fetch(size // 2, retry_key=retry_key)
-            raise
-        except ServiceError:
-            if retry_key:
-                self._unfinished = None
             raise
         if retry_key:
             self._unfinished = None
