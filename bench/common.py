@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import os
 import platform
-import sys
 import time
 from pathlib import Path
+
+from idblocks.sequence import gil_enabled
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -18,7 +19,7 @@ def machine_facts() -> dict[str, str | int]:
         "python": platform.python_version(),
         "machine": platform.machine(),
         "cpus": os.cpu_count() or 0,
-        "gil": str(getattr(sys, "_is_gil_enabled", lambda: True)()).lower(),
+        "gil": str(gil_enabled()).lower(),
     }
 
 

@@ -61,6 +61,14 @@ def stub(client, calls, route):
     return stubber
 """
 
+# What Lambda passes the handler, as much of it as Powertools reads.
+CONTEXT = """
+class Context:
+    function_name = "bench"; memory_limit_in_mb = 512; aws_request_id = "bench"
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:bench"
+    def get_remaining_time_in_millis(self): return 15000
+"""
+
 COLD = """
 import time
 started = time.perf_counter()
@@ -71,10 +79,7 @@ from idblocks_core import store
 {stub}
 stub(store.dynamodb_client(), 1, {route!r})
 event = json.load(open({event!r}))
-class Context:
-    function_name = "bench"; memory_limit_in_mb = 512; aws_request_id = "cold"
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:bench"
-    def get_remaining_time_in_millis(self): return 15000
+{context}
 reply = app.lambda_handler(event, Context())
 took = time.perf_counter() - started
 assert reply["statusCode"] == 200, reply
@@ -99,10 +104,7 @@ from idblocks_core import store
 {stub}
 stub(store.dynamodb_client(), {calls} + 1, {route!r})
 event = json.load(open({event!r}))
-class Context:
-    function_name = "bench"; memory_limit_in_mb = 512; aws_request_id = "warm"
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:bench"
-    def get_remaining_time_in_millis(self): return 15000
+{context}
 sink = io.StringIO()
 with contextlib.redirect_stdout(sink):  # metrics lines; Lambda ships them, here they are dropped
     app.lambda_handler(event, Context())
@@ -190,6 +192,7 @@ def cold_starts(layer: Path) -> dict[str, float]:
             "stub": STUB,
             "route": route,
             "event": str(ROOT / "events" / f"{EVENTS[route]}.json"),
+            "context": CONTEXT,
         }
         cold, base = [], []
         for _ in range(ROUNDS):
@@ -221,9 +224,7 @@ def breakdown(layer: Path) -> dict[str, float]:
         f"import time\nstarted = time.perf_counter()\nmarks = []\nimport json, sys\n"
         f"sys.path[:0] = [{str(fn)!r}, {str(layer)!r}]\n{steps}{STUB}\nstub(client, 1, 'next')\n"
         f"event = json.load(open({str(ROOT / 'events' / 'next-post.json')!r}))\n"
-        "class Context:\n    function_name = 'bench'; memory_limit_in_mb = 512; aws_request_id = 'cold'\n"
-        "    invoked_function_arn = 'arn:aws:lambda:us-east-1:123456789012:function:bench'\n"
-        "    def get_remaining_time_in_millis(self): return 15000\n"
+        f"{CONTEXT}"
         "assert app.lambda_handler(event, Context())['statusCode'] == 200\n"
         "marks.append(time.perf_counter())\nprint(*[m - started for m in marks])\n"
     )
@@ -245,21 +246,26 @@ def warm_overheads(layer: Path) -> dict[str, float]:
             calls=WARM_CALLS,
             route=route,
             event=str(ROOT / "events" / f"{EVENTS[route]}.json"),
+            context=CONTEXT,
         )
         results[f"warm_overhead_ms_{route}"] = round(run(code, fn) * 1000, 3)
     return results
 
 
+def shipped_files(path: Path) -> list[Path]:
+    """What a deployment package of ``path`` holds (no bytecode caches)."""
+    return [p for p in sorted(path.rglob("*")) if p.is_file() and "__pycache__" not in p.parts]
+
+
 def tree_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    return sum(p.stat().st_size for p in shipped_files(path))
 
 
 def zipped_bytes(path: Path) -> int:
     buffer = BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        for p in sorted(path.rglob("*")):
-            if p.is_file() and "__pycache__" not in p.parts:
-                archive.write(p, p.relative_to(path))
+        for p in shipped_files(path):
+            archive.write(p, p.relative_to(path))
     return len(buffer.getvalue())
 
 
