@@ -6,7 +6,7 @@ import pytest
 
 from idblocks_core.rules import DEFAULT_MAX_ID, LIMIT_MAX_ID
 
-COUNTER_FIELDS = {"name", "next", "max", "created_at", "updated_at"}
+COUNTER_FIELDS = {"name", "next", "exhausted", "max", "created_at", "updated_at"}
 
 
 def test_create_returns_201_and_the_counter(api):

@@ -14,7 +14,20 @@ app = http.new_resolver()
 @app.post(
     "/counters/<name>/batch",
     summary="Hand out a block of consecutive IDs",
-    responses=http.documented(200, BatchResult, 400, 404, 409, 415, 422, 503),
+    responses=http.documented(
+        200,
+        BatchResult,
+        "invalid_name",
+        "invalid_count",
+        "invalid_json",
+        "invalid_body",
+        "invalid_idempotency_key",
+        "counter_not_found",
+        "counter_exhausted",
+        "request_in_progress",
+        "idempotency_key_reused",
+        "service_unavailable",
+    ),
     security=http.CLIENT_SECURITY,
 )
 def batch(

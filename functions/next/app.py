@@ -16,7 +16,17 @@ app = http.new_resolver()
     "/counters/<name>/next",
     method=["POST", "GET"],
     summary="Hand out the next ID of a counter",
-    responses=http.documented(200, NextResult, 400, 404, 409, 422, 503),
+    responses=http.documented(
+        200,
+        NextResult,
+        "invalid_name",
+        "invalid_idempotency_key",
+        "counter_not_found",
+        "counter_exhausted",
+        "request_in_progress",
+        "idempotency_key_reused",
+        "service_unavailable",
+    ),
     security=http.CLIENT_SECURITY,
 )
 def next_id(name: http.CounterName, idempotency_key: http.IdempotencyKey = None) -> Response[NextResult]:

@@ -1,7 +1,265 @@
-"""Domain errors. Each carries a stable machine-readable ``code``; how an error
-becomes an HTTP status is decided in one place, ``idblocks_core.http``."""
+"""Domain errors, and the catalogue of every error code the API answers.
+
+Each error carries a stable machine-readable ``code``. ``ERROR_CODES`` says,
+for each code, its HTTP status, what it means, whether a retry can help and
+what the caller should do; ``idblocks_core.http`` takes statuses from it,
+docs/errors.md and the OpenAPI document are checked against it
+(tests/test_error_catalogue.py), and template.yaml's GatewayResponses answer
+with its gateway codes."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+# Who answers with a code: the functions (our code), or API Gateway itself
+# before any function runs (template.yaml's GatewayResponses).
+Source = Literal["function", "gateway", "both"]
+
+
+@dataclass(frozen=True)
+class ErrorCode:
+    code: str
+    status: int | Literal["4xx", "5xx"]  # a class: API Gateway's own status within it
+    meaning: str
+    retry: Literal["no", "yes", "after Retry-After"]
+    action: str
+    source: Source = "function"
+
+
+_NOT_CHANGED = "Nothing was changed."
+
+
+def _bad_field(field: str, rule: str) -> ErrorCode:
+    return ErrorCode(
+        f"invalid_{field.lower().replace('-', '_')}",
+        400,
+        f"{field} is missing or breaks its rule: {rule}. {_NOT_CHANGED}",
+        "no",
+        f"Send a {field} that follows the rule; the message says which bound was missed.",
+    )
+
+
+_CATALOGUE = (
+    # -- bad input: 400, nothing changed ------------------------------------
+    _bad_field("name", "1-128 characters of A-Z a-z 0-9 _ . -, not '.' or '..'"),
+    _bad_field("count", "an integer from 1 to the deployment's MaxBatchSize"),
+    _bad_field("start", "an integer from 1 to 2^63-1, not above max"),
+    _bad_field("max", "an integer from 1 to 2^63-1"),
+    _bad_field("next", "an integer from 1 to 2^63 (max + 1 exhausts the counter)"),
+    _bad_field("limit", "an integer from 1 to 1000"),
+    _bad_field("Idempotency-Key", "1-128 printable ASCII characters without spaces"),
+    ErrorCode(
+        "invalid_cursor",
+        400,
+        f"The cursor is not one this API returned (or was altered). {_NOT_CHANGED}",
+        "no",
+        "Pass the cursor of the previous page as it came, or start again without one.",
+    ),
+    ErrorCode(
+        "invalid_json",
+        400,
+        f"The body is not valid JSON. {_NOT_CHANGED}",
+        "no",
+        "Send a JSON object.",
+    ),
+    ErrorCode(
+        "invalid_body",
+        400,
+        "The body is not a JSON object of this route's fields: missing, an unknown field, "
+        f"nested too deep, a number too long to be an ID, or not UTF-8. {_NOT_CHANGED}",
+        "no",
+        "Send only the fields the route takes (see the OpenAPI document).",
+    ),
+    # -- routing ------------------------------------------------------------
+    ErrorCode(
+        "unknown_route_or_unsigned",
+        403,
+        "API Gateway found no route for this method and path, or the route needs SigV4 (AWS_IAM) "
+        "and the request was not signed: API Gateway reports both the same way.",
+        "no",
+        "Check the method and the path (the stage is the first segment), and sign the request "
+        "(the client's IamAuth).",
+        "gateway",
+    ),
+    ErrorCode(
+        "route_not_found",
+        404,
+        "A function was reached with a path it does not serve (e.g. an empty counter name).",
+        "no",
+        "Check the method and the path.",
+    ),
+    ErrorCode(
+        "method_not_allowed",
+        405,
+        "GET /counters/{name}/next is switched off in this deployment.",
+        "no",
+        "Use POST.",
+    ),
+    # -- auth (API Gateway) --------------------------------------------------
+    ErrorCode(
+        "invalid_signature",
+        403,
+        "The SigV4 signature does not match the request (wrong secret key, or the request was "
+        "changed after signing, or the clock is off by more than 5 minutes).",
+        "no",
+        "Sign with valid credentials after the request is final; check the clock.",
+        "gateway",
+    ),
+    ErrorCode(
+        "expired_token",
+        403,
+        "The credentials the request was signed with have expired.",
+        "no",
+        "Refresh the credentials (a new session token) and send again.",
+        "gateway",
+    ),
+    ErrorCode(
+        "access_denied",
+        403,
+        "The caller is authenticated but its IAM policy does not allow execute-api:Invoke on this route.",
+        "no",
+        "Grant the caller's role execute-api:Invoke on the route.",
+        "gateway",
+    ),
+    ErrorCode(
+        "invalid_api_key",
+        403,
+        "ClientAuth API_KEY: the x-api-key header is missing, or names no key of this API's usage plan.",
+        "no",
+        "Send a key of the usage plan in x-api-key.",
+        "gateway",
+    ),
+    # -- counter state: 409, nothing changed ---------------------------------
+    ErrorCode(
+        "counter_not_found",
+        404,
+        "No such counter (or it was deleted). next/batch answer it only with AutoCreateCounters=false.",
+        "no",
+        "Create the counter (POST /admin/counters), or check the name.",
+    ),
+    ErrorCode(
+        "counter_exists",
+        409,
+        f"A counter of that name exists already. {_NOT_CHANGED}",
+        "no",
+        "Use the counter as it is (GET it to see its state), or pick another name.",
+    ),
+    ErrorCode(
+        "below_high_water_mark",
+        409,
+        "The counter was deleted after handing out IDs; start (or max) must be above the last of "
+        f"them, which the message names. {_NOT_CHANGED}",
+        "no",
+        "Leave start out (it then continues after the last ID) or give one above it.",
+    ),
+    ErrorCode(
+        "counter_exhausted",
+        409,
+        f"The allocation would pass the counter's max. {_NOT_CHANGED}",
+        "no",
+        "Take fewer IDs (the message says how many are left), or create a counter with a higher max.",
+    ),
+    ErrorCode(
+        "counter_would_move_back",
+        409,
+        f"PUT would set next at or below an ID already handed out. {_NOT_CHANGED}",
+        "no",
+        "Give a next at or above the counter's current next (GET it).",
+    ),
+    ErrorCode(
+        "next_beyond_max",
+        409,
+        f"PUT would set next above max + 1. {_NOT_CHANGED}",
+        "no",
+        "Give a next of at most max + 1 (max + 1 exhausts the counter).",
+    ),
+    ErrorCode(
+        "request_in_progress",
+        409,
+        "A request with this Idempotency-Key is still running (or its record's in-progress window, "
+        "up to 15 s, has not ended).",
+        "after Retry-After",
+        "Retry with the same key and body after Retry-After seconds; you then get its answer.",
+    ),
+    # -- body and media type -------------------------------------------------
+    ErrorCode(
+        "payload_too_large",
+        413,
+        f"The request body is over the size limit. {_NOT_CHANGED}",
+        "no",
+        "Send the small JSON object the route takes.",
+        "both",
+    ),
+    ErrorCode(
+        "unsupported_media_type",
+        415,
+        f"The body is not sent as application/json. {_NOT_CHANGED}",
+        "no",
+        "Send Content-Type: application/json (any case, parameters allowed).",
+    ),
+    ErrorCode(
+        "idempotency_key_reused",
+        422,
+        f"This Idempotency-Key was used for a request with another body (count). {_NOT_CHANGED}",
+        "no",
+        "Use a new key for a new request; reuse a key only to retry the identical request.",
+    ),
+    # -- load and faults -----------------------------------------------------
+    ErrorCode(
+        "throttled",
+        429,
+        "The stage's (or, with API keys, the usage plan's) request rate was exceeded.",
+        "yes",
+        "Retry with jittered exponential backoff (the client does); ask for bigger blocks to need "
+        "fewer requests.",
+        "gateway",
+    ),
+    ErrorCode(
+        "internal_error",
+        500,
+        "A bug: the function failed unexpectedly; it has been logged.",
+        "no",
+        "Report it with the response's time; the function's log has the stack trace.",
+    ),
+    ErrorCode(
+        "service_unavailable",
+        503,
+        "DynamoDB throttled or failed after botocore's own retries. Nothing was handed out twice; "
+        "an allocation may or may not have been applied (retry with the same Idempotency-Key).",
+        "after Retry-After",
+        "Retry after Retry-After seconds, with the same Idempotency-Key.",
+    ),
+    ErrorCode(
+        "gateway_timeout",
+        504,
+        "The function did not answer within API Gateway's integration timeout. The allocation may "
+        "have been applied.",
+        "yes",
+        "Retry with the same Idempotency-Key: a retry gets the same block instead of a new one.",
+        "gateway",
+    ),
+    ErrorCode(
+        "request_refused",
+        "4xx",
+        "API Gateway refused the request before any function ran, for a reason the codes above do "
+        f"not name (the message is API Gateway's). {_NOT_CHANGED}",
+        "no",
+        "Read the message; check the request against the OpenAPI document.",
+        "gateway",
+    ),
+    ErrorCode(
+        "gateway_error",
+        "5xx",
+        "API Gateway failed before or after the function (e.g. the function crashed or could not "
+        "be invoked). An allocation may have been applied.",
+        "yes",
+        "Retry with the same Idempotency-Key and backoff.",
+        "gateway",
+    ),
+)
+
+ERROR_CODES: dict[str, ErrorCode] = {entry.code: entry for entry in _CATALOGUE}
 
 
 class IdBlocksError(Exception):

@@ -9,6 +9,7 @@ is an ID handed out twice.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
@@ -21,34 +22,28 @@ from aws_lambda_powertools.event_handler.openapi.params import Header, Path
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel
 
-from idblocks_core.counters import get_counters
-from idblocks_core.errors import (
-    Conflict,
-    CounterNotFound,
-    IdBlocksError,
-    IdempotencyKeyReused,
-    InvalidInput,
-    RequestInProgress,
-    ServiceUnavailable,
-)
+from idblocks_core.counters import LIST_LIMIT_MAX, get_counters
+from idblocks_core.errors import ERROR_CODES, IdBlocksError, InvalidInput
 from idblocks_core.model import Block
 from idblocks_core.observability import logger, metrics
-from idblocks_core.rules import IDEMPOTENCY_KEY_PATTERN, NAME_PATTERN, check_idempotency_key
+from idblocks_core.rules import (
+    IDEMPOTENCY_KEY_PATTERN,
+    LIMIT_MAX_ID,
+    NAME_PATTERN,
+    check_count,
+    check_idempotency_key,
+    check_limit,
+    check_name,
+    check_new_counter,
+    check_next,
+)
 from idblocks_core.schemas import ErrorBody
+from idblocks_core.settings import get_settings
 
 JSON = "application/json"
 NO_STORE = {"Cache-Control": "no-store"}
 UNSUPPORTED_MEDIA_TYPE = "send the request body as application/json"
 
-# Most specific first: the first class an error is an instance of decides.
-_STATUS: tuple[tuple[type[IdBlocksError], int], ...] = (
-    (InvalidInput, 400),
-    (CounterNotFound, 404),
-    (RequestInProgress, 409),
-    (Conflict, 409),
-    (IdempotencyKeyReused, 422),
-    (ServiceUnavailable, 503),
-)
 
 CounterName = Annotated[
     str,
@@ -68,10 +63,10 @@ IdempotencyKey = Annotated[
 
 
 def status_of(error: IdBlocksError) -> int:
-    for cls, status in _STATUS:
-        if isinstance(error, cls):
-            return status
-    return 500
+    """The catalogue's status for the error's code; a code missing from it is
+    a bug, answered as one (tests/test_error_catalogue.py keeps them in step)."""
+    entry = ERROR_CODES.get(error.code)
+    return entry.status if entry is not None and isinstance(entry.status, int) else 500
 
 
 def json_response(
@@ -95,26 +90,35 @@ def error_response(status: int, code: str, message: str, headers: dict[str, str]
     return json_response(status, error_body(code, message), headers)
 
 
-_ERROR_DESCRIPTIONS = {
-    400: "Bad input; nothing was changed.",
-    404: "No such counter.",
-    409: "The counter's state forbids it (see error.code).",
-    415: "The body is not JSON.",
-    422: "Idempotency-Key reused with a different body.",
-    503: "DynamoDB throttled or unavailable; retry after Retry-After seconds.",
-}
+# Every operation can be sent a body that is not JSON (see resolve()).
+_ALWAYS = ("unsupported_media_type",)
 
 
-def documented(status: int, model: type[BaseModel] | None, *errors: int) -> dict[int, dict[str, Any]]:
-    """OpenAPI responses of a route: its success and the errors it can answer with."""
+def documented(status: int, model: type[BaseModel] | None, *errors: int | str) -> dict[int, dict[str, Any]]:
+    """OpenAPI responses of a route: its success and the error codes it can
+    answer with, grouped by status, each status listing its codes and what
+    they mean (``x-error-codes`` holds them for machines). A bare status
+    stands for every code of the catalogue with that status."""
     success: dict[str, Any] = {"description": "Success."}
     if model is not None:
         success["content"] = {JSON: {"model": model}}
-    responses = {status: success}
-    for error in errors:
-        responses[error] = {
-            "description": _ERROR_DESCRIPTIONS[error],
+    responses: dict[int, dict[str, Any]] = {status: success}
+    codes: dict[int, list[str]] = {}
+    for error in (*errors, *_ALWAYS):
+        chosen = (
+            [e.code for e in ERROR_CODES.values() if e.status == error and e.source != "gateway"]
+            if isinstance(error, int)
+            else [error]
+        )
+        for code in chosen:
+            listed = codes.setdefault(ERROR_CODES[code].status, [])  # type: ignore[arg-type]
+            if code not in listed:
+                listed.append(code)
+    for error_status, listed in sorted(codes.items()):
+        responses[error_status] = {
+            "description": "\n".join(f"- `{code}`: {ERROR_CODES[code].meaning}" for code in listed),
             "content": {JSON: {"model": ErrorBody}},
+            "x-error-codes": listed,
         }
     return responses
 
@@ -130,9 +134,29 @@ def _on_domain_error(error: IdBlocksError) -> Response:
     return error_response(status, error.code, error.message, headers)
 
 
+def _reject_cursor(_: object) -> None:
+    raise InvalidInput("invalid_cursor", "cursor is not one this API returned")
+
+
+# Each field Powertools validates, and the core's check of it: a value
+# Powertools refuses is refused again by the check, which words the error as
+# the core words it, one voice for both ("count must be an integer from 1 to
+# N"). Keys are lower-case: headers arrive in any case.
+_FIELD_CHECKS: dict[str, Callable[[Any], object]] = {
+    "name": check_name,
+    "idempotency-key": check_idempotency_key,
+    "count": lambda value: check_count(value, get_settings().max_batch_size),
+    "start": lambda value: check_new_counter(value, LIMIT_MAX_ID),
+    "max": lambda value: check_new_counter(None, value),
+    "next": check_next,
+    "limit": lambda value: check_limit(value, LIST_LIMIT_MAX),
+    "cursor": _reject_cursor,
+}
+
+
 def _on_validation_error(error: RequestValidationError) -> Response:
-    """Powertools' validation errors, reworded into the API's error body. The
-    first problem is reported; the code names the field it is about."""
+    """Powertools' validation errors, in the API's error body and the core's
+    words. The first problem is reported; its code names the field."""
     problem = error.errors()[0]
     location = tuple(problem.get("loc", ()))
     kind = problem.get("type", "")
@@ -141,12 +165,21 @@ def _on_validation_error(error: RequestValidationError) -> Response:
     fields = [part for part in location[1:] if isinstance(part, str)]
     if not fields:
         return error_response(400, "invalid_body", "request body must be a JSON object")
+    field = fields[-1]
     if kind == "extra_forbidden":
-        return error_response(400, "invalid_body", f"unknown field '{fields[-1]}'")
-    field = fields[-1]  # e.g. count, name, Idempotency-Key -> invalid_count, invalid_idempotency_key
-    return error_response(
-        400, f"invalid_{field.lower().replace('-', '_')}", f"{field}: {problem.get('msg', 'invalid')}"
-    )
+        return error_response(400, "invalid_body", f"request body has an unknown field '{field}'")
+    # A missing field reaches the check as None, which every check refuses.
+    given = problem.get("input") if kind != "missing" else None
+    check = _FIELD_CHECKS.get(field.lower())
+    try:
+        if check is not None:
+            check(given)
+    except InvalidInput as refused:
+        return error_response(400, refused.code, refused.message)
+    # Powertools refused what the core would take: the models and the core
+    # disagree, which is a bug; still the caller's request is what is refused.
+    logger.warning("validation and core disagree", field=field, problem=problem.get("msg"))
+    return error_response(400, "invalid_body", f"{field} is not valid here")
 
 
 def _on_unsupported_content_type(_: RequestUnsupportedContentType) -> Response:

@@ -20,15 +20,22 @@ class Block:
 @dataclass(frozen=True)
 class Counter:
     name: str
-    next: int  # the next ID this counter will hand out
+    next: int  # the next ID this counter will hand out; max + 1 once exhausted
     max: int  # the last ID it may hand out
     created_at: str
     updated_at: str
 
+    @property
+    def exhausted(self) -> bool:
+        return self.next > self.max
+
     def as_dict(self) -> dict[str, object]:
+        """The state the API shows. An exhausted counter has no next ID: at
+        max 2^63-1, max + 1 would not even be an integer the API can carry."""
         return {
             "name": self.name,
-            "next": self.next,
+            "next": None if self.exhausted else self.next,
+            "exhausted": self.exhausted,
             "max": self.max,
             "created_at": self.created_at,
             "updated_at": self.updated_at,

@@ -64,7 +64,13 @@ class BatchResult(BaseModel):
 
 class CounterState(BaseModel):
     name: str
-    next: int = Field(description="The next ID this counter will hand out.")
+    next: int | None = Field(
+        description="The next ID this counter will hand out; null once it is exhausted (no ID is left)."
+    )
+    exhausted: bool = Field(
+        description="True when the counter has handed out its max (or was set to max + 1): "
+        "next and batch answer counter_exhausted."
+    )
     max: int = Field(description="The last ID this counter may hand out.")
     created_at: str
     updated_at: str
