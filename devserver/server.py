@@ -34,7 +34,7 @@ from samcli.local.lambdafn.exceptions import FunctionNotFound
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from devserver.runtime import LocalContext, load_handler
-from devserver.template import ROOT, FunctionSpec
+from devserver.template import ROOT, FunctionSpec, default_template
 
 log = logging.getLogger("devserver")
 NO_STORE = {"Cache-Control": "no-store"}
@@ -116,6 +116,21 @@ def load_api(template_path: Path, parameter_overrides: dict[str, str]) -> Api:
     return ApiProvider(stacks, cwd=str(ROOT)).api
 
 
+# API Gateway's status for a response type whose GatewayResponse sets none.
+_GATEWAY_STATUS = {"MISSING_AUTHENTICATION_TOKEN": 403}
+
+
+def gateway_answer(kind: str) -> Response:
+    """API Gateway's own answer of one response type, as template.yaml's
+    GatewayResponses word it, so the dev server cannot drift from it."""
+    spec = default_template().raw["Resources"]["Api"]["Properties"]["GatewayResponses"][kind]
+    body = spec["ResponseTemplates"]["application/json"]
+    json.loads(body)  # a template with $context variables would need API Gateway to fill it
+    headers = {name: value.strip("'") for name, value in spec["ResponseParameters"]["Headers"].items()}
+    status = int(spec.get("StatusCode", _GATEWAY_STATUS[kind]))
+    return Response(body, status=status, mimetype="application/json", headers=headers)
+
+
 def create_app(api: Api, runner: InProcessRunner, openapi: dict[str, Any]) -> Any:
     """SAM CLI's Flask app for the API, with /openapi.json and a log line per request."""
     service = LocalApigwService(api=api, lambda_runner=runner, stderr=StreamWriter(sys.stderr))
@@ -127,6 +142,13 @@ def create_app(api: Api, runner: InProcessRunner, openapi: dict[str, Any]) -> An
         return Response(document, mimetype="application/json")
 
     app.add_url_rule("/openapi.json", endpoint="openapi", view_func=openapi_json, methods=["GET"])
+
+    # An unknown path or method: in AWS, API Gateway answers before any
+    # function runs; SAM CLI's stand-in has the old untyped body and no
+    # Cache-Control.
+    unknown_route = gateway_answer("MISSING_AUTHENTICATION_TOKEN")
+    for status in (404, 405):
+        app.register_error_handler(status, lambda _: unknown_route)
 
     @app.before_request
     def _start_clock() -> Response | None:

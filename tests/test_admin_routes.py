@@ -7,6 +7,8 @@ import pytest
 from idblocks_core.rules import DEFAULT_MAX_ID, LIMIT_MAX_ID
 
 COUNTER_FIELDS = {"name", "next", "exhausted", "max", "created_at", "updated_at"}
+NAME_RULE = "counter name must be 1-128 characters of A-Z, a-z, 0-9, '_', '.' or '-'"
+ANY_ID = f"an integer from 1 to {LIMIT_MAX_ID}"
 
 
 def test_create_returns_201_and_the_counter(api):
@@ -239,3 +241,71 @@ def test_deleted_counter_is_404_for_next_when_auto_create_is_off(api, lambda_env
     api.call("admin-delete")
     lambda_env(AUTO_CREATE_COUNTERS="false")
     assert api.call("next-post", name="invoices").error_code == "counter_not_found"
+
+
+@pytest.mark.parametrize(
+    ("event_name", "kwargs", "code", "message"),
+    [
+        ("admin-get", {"name": "a b"}, "invalid_name", NAME_RULE),
+        ("admin-delete", {"name": "a" * 129}, "invalid_name", NAME_RULE),
+        ("admin-create", {"body": {}}, "invalid_name", NAME_RULE),
+        ("admin-create", {"body": {"name": 5}}, "invalid_name", NAME_RULE),
+        ("admin-create", {"body": {"name": "x", "start": 0}}, "invalid_start", f"start must be {ANY_ID}"),
+        ("admin-create", {"body": {"name": "x", "start": "1"}}, "invalid_start", f"start must be {ANY_ID}"),
+        ("admin-create", {"body": {"name": "x", "max": True}}, "invalid_max", f"max must be {ANY_ID}"),
+        ("admin-set", {"body": {}}, "invalid_next", f"next must be an integer from 1 to {LIMIT_MAX_ID + 1}"),
+        (
+            "admin-set",
+            {"body": {"next": 0}},
+            "invalid_next",
+            f"next must be an integer from 1 to {LIMIT_MAX_ID + 1}",
+        ),
+        (
+            "admin-set",
+            {"body": {"next": 5, "max": 9}},
+            "invalid_body",
+            "request body has an unknown field 'max'",
+        ),
+        ("admin-list", {"query": {"limit": "0"}}, "invalid_limit", "limit must be an integer from 1 to 1000"),
+        (
+            "admin-list",
+            {"query": {"limit": "ten"}},
+            "invalid_limit",
+            "limit must be an integer from 1 to 1000",
+        ),
+        (
+            "admin-list",
+            {"query": {"cursor": "x" * 600}},
+            "invalid_cursor",
+            "cursor is not one this API returned",
+        ),
+    ],
+)
+def test_validation_messages_speak_in_the_cores_voice(api, event_name, kwargs, code, message):
+    """The path name, body fields and the list query are refused in the core's
+    words ("limit must be an integer from 1 to 1000"), whether the resolver's
+    validation or the core caught them, never in pydantic's."""
+    reply = api.call(event_name, **kwargs)
+    assert (reply.status, reply.error_code, reply.body["error"]["message"]) == (400, code, message)
+
+
+def test_a_counter_used_up_at_the_64_bit_limit_reports_no_number_beyond_it(api):
+    """A counter whose max is 2^63-1 and which has handed it out used to
+    report "next": 2^63, a number outside the API's integers (int64). Its state
+    now says exhausted, with no next ID, in every answer that shows it."""
+    api.call("admin-create", body={"name": "last", "start": LIMIT_MAX_ID, "max": LIMIT_MAX_ID})
+    assert api.call("next-post", name="last").body["id"] == LIMIT_MAX_ID
+    read = api.call("admin-get", name="last").body
+    listed = next(c for c in api.call("admin-list", query={}).body["counters"] if c["name"] == "last")
+    for state in (read, listed):
+        assert (state["next"], state["exhausted"], state["max"]) == (None, True, LIMIT_MAX_ID)
+    assert api.call("next-post", name="last").error_code == "counter_exhausted"
+
+
+def test_exhausted_is_shown_whenever_no_id_is_left(api):
+    """Set to max + 1, a counter is exhausted: next is null, not max + 1;
+    a counter with IDs left shows its next and exhausted false."""
+    created = api.call("admin-create", body={"name": "small", "max": 100}).body
+    assert (created["next"], created["exhausted"]) == (1, False)
+    moved = api.call("admin-set", name="small", body={"next": 101}).body
+    assert (moved["next"], moved["exhausted"], moved["max"]) == (None, True, 100)

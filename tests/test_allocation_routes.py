@@ -195,3 +195,40 @@ def test_error_bodies_are_json_with_code_and_message(api):
     assert set(reply.body) == {"error"}
     assert set(reply.body["error"]) == {"code", "message"}
     assert json.dumps(reply.body)  # plain JSON, no stack trace objects
+
+
+NAME_RULE = "counter name must be 1-128 characters of A-Z, a-z, 0-9, '_', '.' or '-'"
+KEY_RULE = "Idempotency-Key must be 1-128 printable ASCII characters without spaces"
+
+
+@pytest.mark.parametrize(
+    ("route", "kwargs", "code", "message"),
+    [
+        ("next-post", {"name": "a" * 129}, "invalid_name", NAME_RULE),
+        ("next-get", {"name": "or ders"}, "invalid_name", NAME_RULE),
+        ("batch", {"name": "orders$"}, "invalid_name", NAME_RULE),
+        ("next-post", {"headers": {"Idempotency-Key": "has space"}}, "invalid_idempotency_key", KEY_RULE),
+        ("batch", {"headers": {"idempotency-key": "x" * 129}}, "invalid_idempotency_key", KEY_RULE),
+        ("batch", {"body": {"count": 0}}, "invalid_count", "count must be an integer from 1 to 1000000"),
+        ("batch", {"body": {"count": "5"}}, "invalid_count", "count must be an integer from 1 to 1000000"),
+        ("batch", {"body": {}}, "invalid_count", "count must be an integer from 1 to 1000000"),
+        (
+            "batch",
+            {"body": {"count": 1000001}},
+            "invalid_count",
+            "count must be an integer from 1 to 1000000",
+        ),
+        (
+            "batch",
+            {"body": {"count": 5, "start": 1}},
+            "invalid_body",
+            "request body has an unknown field 'start'",
+        ),
+    ],
+)
+def test_validation_messages_speak_in_the_cores_voice(api, route, kwargs, code, message):
+    """Every field the resolver validates (path name, Idempotency-Key, count)
+    is refused in the same words as the core refuses it, not in pydantic's
+    ("Input should be greater than or equal to 1")."""
+    reply = api.call(route, **kwargs)
+    assert (reply.status, reply.error_code, reply.body["error"]["message"]) == (400, code, message)

@@ -7,6 +7,7 @@ import signal
 import socket
 
 import pytest
+import requests
 
 from devserver.__main__ import LOCAL_TABLE_NAMES
 from devserver.dynamodb import EmbeddedDynamoDB, client
@@ -41,7 +42,6 @@ def test_every_route_over_http_then_a_restart_carries_on(state_file):
 
         bad = dev.post("/counters/orders/batch", data="{", headers={"Content-Type": "application/json"})
         assert (bad.status_code, bad.json()["error"]["code"]) == (400, "invalid_json")
-        assert dev.get("/nope").status_code in (403, 404)  # API Gateway's own answer to an unknown route
 
         openapi = dev.get("/openapi.json")
         assert openapi.status_code == 200
@@ -56,6 +56,29 @@ def test_every_route_over_http_then_a_restart_carries_on(state_file):
         # the deleted counter's high-water mark survived too
         assert again.post("/admin/counters", {"name": "invoices", "start": 4999}).status_code == 409
         assert again.post("/counters/invoices/next").json()["id"] == 5000
+
+
+def test_unknown_routes_and_methods_get_the_gateways_answer_in_the_apis_shape(state_file):
+    """SAM CLI's stand-in answered an unknown path or method with a bare 403
+    {"message": "Missing Authentication Token"}, without the error shape or
+    Cache-Control: no-store; the dev server answers as the deployed API
+    Gateway does (template.yaml's GatewayResponses), and nothing is handed out."""
+    with DevServer(state_file=state_file) as dev:
+        base = dev.url
+        answers = [
+            requests.get(f"{base}/nope", timeout=30),
+            requests.post(f"{base}/counters/orders/nothing", timeout=30),
+            requests.delete(f"{base}/counters/orders/next", timeout=30),
+            requests.patch(f"{base}/admin/counters/orders", json={"next": 5}, timeout=30),
+            requests.put(f"{base}/counters/orders/batch", json={"count": 5}, timeout=30),
+        ]
+        for reply in answers:
+            assert reply.status_code == 403, reply.request.method
+            assert reply.json()["error"]["code"] == "unknown_route_or_unsigned"
+            assert reply.json()["error"]["message"]
+            assert reply.headers["Cache-Control"] == "no-store"
+            assert reply.headers["Content-Type"] == "application/json"
+        assert dev.post("/counters/orders/next").json()["id"] == 1  # none of them took an ID
 
 
 def test_logs_each_request(state_file):
