@@ -57,9 +57,18 @@ def test_every_event_gets_a_response_the_document_describes(api, spec, event_fil
         ("admin-get", {"name": "missing"}),
         ("admin-set", {"body": {"next": 1}}),
         ("batch", {"raw_body": "x", "headers": {"Content-Type": "text/plain"}}),
+        ("batch", {"body": {"count": 5}, "headers": {"Idempotency-Key": "has space"}}),
+        ("next-post", {"raw_body": "x", "headers": {"Content-Type": "text/plain"}}),
+        ("admin-create", {"body": {"name": "invoices"}}),
+        ("admin-create", {"body": {"name": "x", "start": 5, "unknown": 1}}),
+        ("admin-list", {"query": {"cursor": "nope"}}),
+        ("admin-set", {"body": {"next": 10**16}}),
+        ("admin-delete", {"name": "missing"}),
     ],
 )
 def test_error_responses_are_documented(api, spec, event_name, kwargs):
+    """Each error's status is a response of its operation, and its code one
+    of that response's x-error-codes."""
     api.call("admin-create")
     api.call("batch", name="invoices", body={"count": 5})
     reply = api.call(event_name, **kwargs)
@@ -68,3 +77,4 @@ def test_error_responses_are_documented(api, spec, event_name, kwargs):
     assert str(reply.status) in operation["responses"], reply.status
     schema = operation["responses"][str(reply.status)]["content"]["application/json"]["schema"]
     _validator(spec, schema).validate(reply.body)
+    assert reply.error_code in operation["responses"][str(reply.status)]["x-error-codes"]

@@ -3,8 +3,11 @@ SAM transform turns it into."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from idblocks_core.errors import ERROR_CODES
 from tests.support.api import routes
 from tests.support.sam import method_security, translate
 
@@ -199,3 +202,51 @@ def test_samconfig_environments_name_real_parameters(template):
             allowed = template.raw["Parameters"][name].get("AllowedValues")
             assert allowed is None or value in allowed, (env, name, value)
     assert config["prod"]["deploy"]["parameters"]["parameter_overrides"].count("TableDeletionProtection=true")
+
+
+# -- API Gateway's own answers ------------------------------------------------
+
+GATEWAY_RESPONSE_TYPES = {
+    "MISSING_AUTHENTICATION_TOKEN",  # unknown route or method, or an unsigned AWS_IAM request
+    "INVALID_SIGNATURE",
+    "EXPIRED_TOKEN",
+    "ACCESS_DENIED",
+    "INVALID_API_KEY",
+    "THROTTLED",
+    "REQUEST_TOO_LARGE",
+    "INTEGRATION_TIMEOUT",
+    "DEFAULT_4XX",
+    "DEFAULT_5XX",
+}
+
+
+@pytest.mark.parametrize("client_auth", ["AWS_IAM", "API_KEY", "NONE"])
+def test_the_gateways_own_errors_have_the_apis_shape_and_are_never_cached(client_auth):
+    """Without GatewayResponses, API Gateway answered an unknown route with
+    403 {"message": "Missing Authentication Token"} (and throttling, bad auth,
+    timeouts likewise): no error code, no Cache-Control. The deployed API (the
+    template as the SAM transform turns it into CloudFormation) now gives each
+    the API's error body and Cache-Control: no-store."""
+    body = translate(ClientAuth=client_auth)["Resources"]["Api"]["Properties"]["Body"]
+    responses = body.get("x-amazon-apigateway-gateway-responses", {})
+    assert set(responses) == GATEWAY_RESPONSE_TYPES
+    for kind, response in responses.items():
+        assert response["responseParameters"] == {"gatewayresponse.header.Cache-Control": "'no-store'"}, kind
+        # API Gateway fills $context variables in; a JSON string value stands in for one here
+        template_body = response["responseTemplates"]["application/json"]
+        filled = json.loads(template_body.replace("$context.error.messageString", '"Forbidden"'))
+        assert set(filled) == {"error"}, kind
+        assert set(filled["error"]) == {"code", "message"}, kind
+        assert filled["error"]["code"] in ERROR_CODES, kind
+        assert filled["error"]["message"], kind
+
+
+def test_an_unknown_route_keeps_api_gateways_403():
+    """API Gateway answers an unknown route and an unsigned request to an
+    AWS_IAM route with one response type; a 404 would tell the caller who
+    forgot to sign that the counter does not exist (the client maps 404 to
+    CounterNotFound)."""
+    body = translate()["Resources"]["Api"]["Properties"]["Body"]
+    response = body["x-amazon-apigateway-gateway-responses"]["MISSING_AUTHENTICATION_TOKEN"]
+    assert response.get("statusCode") in (None, "403")
+    assert ERROR_CODES["unknown_route_or_unsigned"].status == 403

@@ -14,23 +14,20 @@ from idblocks_core.observability import logger, tracer
 from idblocks_core.schemas import CounterPage, CounterState, CreateCounterRequest, SetNextRequest
 
 app = http.new_resolver()
+CREATE_ERRORS = ("invalid_name", "invalid_start", "invalid_max", "counter_exists", "below_high_water_mark")
+SET_ERRORS = (
+    "invalid_name",
+    "invalid_next",
+    "counter_not_found",
+    "counter_would_move_back",
+    "next_beyond_max",
+)
 
 
 @app.post(
     "/admin/counters",
     summary="Create a counter",
-    responses=http.documented(
-        201,
-        CounterState,
-        "invalid_name",
-        "invalid_start",
-        "invalid_max",
-        "invalid_json",
-        "invalid_body",
-        "counter_exists",
-        "below_high_water_mark",
-        "service_unavailable",
-    ),
+    responses=http.documented(201, CounterState, *CREATE_ERRORS, *http.BODY_ERRORS),
     security=http.ADMIN_SECURITY,
 )
 def create_counter(request: CreateCounterRequest) -> Response[CounterState]:
@@ -41,7 +38,7 @@ def create_counter(request: CreateCounterRequest) -> Response[CounterState]:
 @app.get(
     "/admin/counters",
     summary="List counters, a page at a time",
-    responses=http.documented(200, CounterPage, "invalid_limit", "invalid_cursor", "service_unavailable"),
+    responses=http.documented(200, CounterPage, "invalid_limit", "invalid_cursor"),
     security=http.ADMIN_SECURITY,
 )
 def list_counters(
@@ -56,7 +53,7 @@ def list_counters(
 @app.get(
     "/admin/counters/<name>",
     summary="Read a counter",
-    responses=http.documented(200, CounterState, "invalid_name", "counter_not_found", "service_unavailable"),
+    responses=http.documented(200, CounterState, "invalid_name", "counter_not_found"),
     security=http.ADMIN_SECURITY,
 )
 def get_counter(name: http.CounterName) -> Response[CounterState]:
@@ -66,18 +63,7 @@ def get_counter(name: http.CounterName) -> Response[CounterState]:
 @app.put(
     "/admin/counters/<name>",
     summary="Move a counter forward (never back)",
-    responses=http.documented(
-        200,
-        CounterState,
-        "invalid_name",
-        "invalid_next",
-        "invalid_json",
-        "invalid_body",
-        "counter_not_found",
-        "counter_would_move_back",
-        "next_beyond_max",
-        "service_unavailable",
-    ),
+    responses=http.documented(200, CounterState, *SET_ERRORS, *http.BODY_ERRORS),
     security=http.ADMIN_SECURITY,
 )
 def set_next(name: http.CounterName, request: SetNextRequest) -> Response[CounterState]:
@@ -87,7 +73,7 @@ def set_next(name: http.CounterName, request: SetNextRequest) -> Response[Counte
 @app.delete(
     "/admin/counters/<name>",
     summary="Delete a counter; its high-water mark is kept",
-    responses=http.documented(204, None, "invalid_name", "counter_not_found", "service_unavailable"),
+    responses=http.documented(204, None, "invalid_name", "counter_not_found"),
     security=http.ADMIN_SECURITY,
 )
 def delete_counter(name: http.CounterName) -> Response[None]:

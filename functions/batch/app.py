@@ -14,20 +14,7 @@ app = http.new_resolver()
 @app.post(
     "/counters/<name>/batch",
     summary="Hand out a block of consecutive IDs",
-    responses=http.documented(
-        200,
-        BatchResult,
-        "invalid_name",
-        "invalid_count",
-        "invalid_json",
-        "invalid_body",
-        "invalid_idempotency_key",
-        "counter_not_found",
-        "counter_exhausted",
-        "request_in_progress",
-        "idempotency_key_reused",
-        "service_unavailable",
-    ),
+    responses=http.documented(200, BatchResult, "invalid_count", *http.BODY_ERRORS, *http.ALLOCATION_ERRORS),
     security=http.CLIENT_SECURITY,
 )
 def batch(

@@ -16,17 +16,7 @@ app = http.new_resolver()
     "/counters/<name>/next",
     method=["POST", "GET"],
     summary="Hand out the next ID of a counter",
-    responses=http.documented(
-        200,
-        NextResult,
-        "invalid_name",
-        "invalid_idempotency_key",
-        "counter_not_found",
-        "counter_exhausted",
-        "request_in_progress",
-        "idempotency_key_reused",
-        "service_unavailable",
-    ),
+    responses=http.documented(200, NextResult, *http.ALLOCATION_ERRORS),
     security=http.CLIENT_SECURITY,
 )
 def next_id(name: http.CounterName, idempotency_key: http.IdempotencyKey = None) -> Response[NextResult]:

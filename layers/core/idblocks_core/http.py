@@ -90,8 +90,20 @@ def error_response(status: int, code: str, message: str, headers: dict[str, str]
     return json_response(status, error_body(code, message), headers)
 
 
-# Every operation can be sent a body that is not JSON (see resolve()).
-_ALWAYS = ("unsupported_media_type",)
+# Every operation can be sent a body that is not JSON (see resolve()), and
+# every one reads or writes DynamoDB.
+_ALWAYS = ("unsupported_media_type", "service_unavailable")
+# What a route with a JSON body can answer about the body as a whole.
+BODY_ERRORS = ("invalid_json", "invalid_body")
+# What next and batch can answer from allocate() below.
+ALLOCATION_ERRORS = (
+    "invalid_name",
+    "invalid_idempotency_key",
+    "counter_not_found",
+    "counter_exhausted",
+    "request_in_progress",
+    "idempotency_key_reused",
+)
 
 
 def documented(status: int, model: type[BaseModel] | None, *errors: int | str) -> dict[int, dict[str, Any]]:
