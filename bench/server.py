@@ -5,14 +5,21 @@ size of what is deployed. Needs `sam build` output (make bench builds first).
 
 Cold start: a fresh interpreter imports the handler and serves its first
 request, against the same interpreter doing only `import boto3` and creating
-a DynamoDB client, in alternating rounds of one run; the reported ratio is the
-median round's. Both load boto3 from the layer, as Lambda would, with the
-function's environment from template.yaml and Lambda's own variables; DynamoDB
-is a botocore Stubber (no network). Tracing is on, as deployed, with a trace
+a DynamoDB client, in alternating rounds of one run. Each route reports the
+median of its cold starts, the median of its own baseline rounds, and the
+ratio of those two figures, so the ratio follows from the figures beside it.
+Both load boto3 from the layer, as Lambda would, with the function's
+environment from template.yaml and Lambda's own variables; DynamoDB is a
+botocore Stubber (no network). Tracing is on, as deployed, with a trace
 header; its segments go by UDP to 127.0.0.1:2000, where no daemon listens.
-A breakdown of the next function's cold start is measured too. The built
-layer is for arm64; it is measured here as the same pinned requirements
-installed for this machine (bench/.cache), with the same idblocks_core.
+The built layer is for arm64; it is measured here as the same pinned
+requirements installed for this machine (bench/.cache), with the same
+idblocks_core.
+
+Where the next function's cold start goes is measured in rounds interleaved
+with its cold starts: the steps of the round with the median total, which
+add up to that total (what runs between two marks, e.g. building the stub,
+counts in the step it precedes).
 
 Warm overhead: one interpreter, the handler already loaded, invoked many
 times with DynamoDB stubbed; the median time per invocation is all handler.
@@ -194,14 +201,18 @@ def cold_starts(layer: Path) -> dict[str, float]:
             "event": str(ROOT / "events" / f"{EVENTS[route]}.json"),
             "context": CONTEXT,
         }
-        cold, base = [], []
+        cold, base, steps = [], [], []
         for _ in range(ROUNDS):
             base.append(run(BASELINE.format(layer_dir=str(layer)), fn))
             cold.append(run(COLD.format(**fields), fn))
-        ratios = [c / b for c, b in zip(cold, base, strict=True)]
-        results[f"cold_start_ratio_{route}"] = round(statistics.median(ratios), 3)
-        results[f"cold_start_ms_{route}"] = round(statistics.median(cold) * 1000, 1)
-        results["cold_start_ms_baseline"] = round(statistics.median(base) * 1000, 1)
+            if route == "next":
+                steps.append(breakdown_round(layer))
+        cold_ms, base_ms = statistics.median(cold) * 1000, statistics.median(base) * 1000
+        results[f"cold_start_ms_{route}"] = round(cold_ms, 1)
+        results[f"cold_start_baseline_ms_{route}"] = round(base_ms, 1)
+        results[f"cold_start_ratio_{route}"] = round(cold_ms / base_ms, 3)
+        if steps:
+            results |= breakdown(steps)
     return results
 
 
@@ -214,10 +225,12 @@ BREAKDOWN = {
     "app_import": "import app",
     "client_create": "from idblocks_core import store; client = store.dynamodb_client()",
 }
+STEPS = [*BREAKDOWN, "first_invocation"]
 
 
-def breakdown(layer: Path) -> dict[str, float]:
-    """Where the next function's cold start goes: each step's median time."""
+def breakdown_round(layer: Path) -> list[float]:
+    """One cold start of the next function, timed step by step: the seconds
+    from the start to the end of each step."""
     fn = BUILD / FUNCTIONS["next"]
     steps = "".join(f"{code}\nmarks.append(time.perf_counter())\n" for code in BREAKDOWN.values())
     code = (
@@ -228,11 +241,19 @@ def breakdown(layer: Path) -> dict[str, float]:
         "assert app.lambda_handler(event, Context())['statusCode'] == 200\n"
         "marks.append(time.perf_counter())\nprint(*[m - started for m in marks])\n"
     )
-    rounds = [[float(x) for x in run_lines(code, fn)[-1].split()] for _ in range(ROUNDS)]
-    marks = [statistics.median(column) for column in zip(*rounds, strict=True)]
-    steps_ms = [(b - a) * 1000 for a, b in zip([0.0, *marks[:-1]], marks, strict=True)]
-    names = [*BREAKDOWN, "first_invocation"]
-    return {f"cold_next_ms_{name}": round(ms, 1) for name, ms in zip(names, steps_ms, strict=True)}
+    return [float(x) for x in run_lines(code, fn)[-1].split()]
+
+
+def breakdown(rounds: list[list[float]]) -> dict[str, float]:
+    """Where the next function's cold start goes: the steps of the round with
+    the median total, so that they add up to a total that was measured."""
+    median_round = sorted(rounds, key=lambda marks: marks[-1])[len(rounds) // 2]
+    ends = [round(mark * 1000, 1) for mark in median_round]
+    # Rounded from the cumulative marks, so the steps add up to the total exactly.
+    steps_ms = [round(b - a, 1) for a, b in zip([0.0, *ends[:-1]], ends, strict=True)]
+    results = {f"cold_next_ms_{name}": ms for name, ms in zip(STEPS, steps_ms, strict=True)}
+    results["cold_next_ms_breakdown_total"] = ends[-1]
+    return results
 
 
 def warm_overheads(layer: Path) -> dict[str, float]:
@@ -289,7 +310,6 @@ def main() -> dict[str, float]:
     print("server: cold starts ...", flush=True)
     started = time.perf_counter()
     results |= cold_starts(layer)
-    results |= breakdown(layer)
     print(f"server: warm overhead ... ({time.perf_counter() - started:.0f} s so far)", flush=True)
     results |= warm_overheads(layer)
     write_results("server", results)

@@ -33,3 +33,48 @@ def test_results_are_flat_json(tmp_path, monkeypatch):
     assert json.loads(path.read_text()) == {"a": 1, "b": "two"}
     with pytest.raises(AssertionError):
         common.write_results("y", {"nested": {"a": 1}})
+
+
+def test_each_cold_start_ratio_follows_from_its_own_figures(monkeypatch):
+    """The server table showed one baseline (the last route's, written over
+    per route) beside ratios that were medians of per-round ratios, so no
+    ratio could be worked out from the figures beside it. Each route now has
+    its own baseline, and its ratio is its cold start over that baseline."""
+    from bench import server
+
+    # per route, rounds alternate baseline, cold: distinct figures per route
+    figures = iter(
+        [
+            *[0.300, 0.600, 0.310, 0.500, 0.290, 0.700],  # next
+            *[0.200, 0.500, 0.400, 0.900, 0.300, 0.800],  # batch
+            *[0.250, 0.250, 0.260, 0.390, 0.240, 0.480],  # admin
+        ]
+    )
+    monkeypatch.setattr(server, "ROUNDS", 3)
+    monkeypatch.setattr(server, "run", lambda code, cwd: next(figures))
+    monkeypatch.setattr(server, "breakdown_round", lambda layer: [0.1, 0.2, 0.3, 0.4, 0.5, 0.55, 0.6])
+    results = server.cold_starts(server.ROOT)
+    expected = {"next": (600.0, 300.0), "batch": (800.0, 300.0), "admin": (390.0, 250.0)}
+    for route, (cold, base) in expected.items():
+        assert (results[f"cold_start_ms_{route}"], results[f"cold_start_baseline_ms_{route}"]) == (cold, base)
+        assert results[f"cold_start_ratio_{route}"] == round(cold / base, 3)
+    assert "cold_start_ms_baseline" not in results
+
+
+def test_the_breakdown_adds_up_to_the_total_it_reports():
+    """The cold-start breakdown added up to 494 of 584 ms with no word on the
+    rest: its steps were medians of separate columns. Now they are the steps
+    of the median round and add up to that round's total."""
+    from bench import server
+
+    rounds = [
+        [0.2, 0.21, 0.25, 0.36, 0.38, 0.46, 0.47],
+        [0.25, 0.27, 0.30, 0.40, 0.43, 0.50, 0.52],  # the median total
+        [0.30, 0.31, 0.36, 0.50, 0.52, 0.61, 0.63],
+    ]
+    results = server.breakdown(rounds)
+    steps = [results[f"cold_next_ms_{name}"] for name in server.STEPS]
+    assert len(steps) == len(server.BREAKDOWN) + 1
+    assert results["cold_next_ms_breakdown_total"] == 520.0
+    assert round(sum(steps), 1) == 520.0
+    assert results["cold_next_ms_boto3_import"] == 250.0
