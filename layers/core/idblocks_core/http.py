@@ -180,7 +180,8 @@ def _on_validation_error(error: RequestValidationError) -> Response:
     field = fields[-1]
     if kind == "extra_forbidden":
         return error_response(400, "invalid_body", f"request body has an unknown field '{field}'")
-    # A missing field reaches the check as None, which every check refuses.
+    # A missing field reaches its check as None: only required fields can be
+    # missing, and their checks refuse None.
     given = problem.get("input") if kind != "missing" else None
     check = _FIELD_CHECKS.get(field.lower())
     try:
