@@ -120,15 +120,17 @@ def load_api(template_path: Path, parameter_overrides: dict[str, str]) -> Api:
 _GATEWAY_STATUS = {"MISSING_AUTHENTICATION_TOKEN": 403}
 
 
-def gateway_answer(kind: str) -> Response:
+def gateway_answer(kind: str) -> Callable[[], Response]:
     """API Gateway's own answer of one response type, as template.yaml's
-    GatewayResponses word it, so the dev server cannot drift from it."""
+    GatewayResponses word it, so the dev server cannot drift from it: a
+    maker of fresh responses (a response object is not shared between
+    requests, which run in threads)."""
     spec = default_template().raw["Resources"]["Api"]["Properties"]["GatewayResponses"][kind]
     body = spec["ResponseTemplates"]["application/json"]
     json.loads(body)  # a template with $context variables would need API Gateway to fill it
     headers = {name: value.strip("'") for name, value in spec["ResponseParameters"]["Headers"].items()}
     status = int(spec.get("StatusCode", _GATEWAY_STATUS[kind]))
-    return Response(body, status=status, mimetype="application/json", headers=headers)
+    return lambda: Response(body, status=status, mimetype="application/json", headers=headers)
 
 
 def create_app(api: Api, runner: InProcessRunner, openapi: dict[str, Any]) -> Any:
@@ -148,7 +150,7 @@ def create_app(api: Api, runner: InProcessRunner, openapi: dict[str, Any]) -> An
     # Cache-Control.
     unknown_route = gateway_answer("MISSING_AUTHENTICATION_TOKEN")
     for status in (404, 405):
-        app.register_error_handler(status, lambda _: unknown_route)
+        app.register_error_handler(status, lambda _: unknown_route())
 
     @app.before_request
     def _start_clock() -> Response | None:

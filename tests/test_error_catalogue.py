@@ -29,9 +29,10 @@ SOURCES = [
 ]
 # Where, in a call, the error code is: (positional index, keyword).
 CODE_ARGUMENT = {"InvalidInput": (0, "code"), "error_body": (0, "code"), "error_response": (1, "code")}
-# Codes the functions answer once the GET-next switch (405) and the body size
-# limit (413; API Gateway answers it already) are merged in; until then no
-# function does. When one does, the test below fails: take it out of the set.
+# Codes the catalogue gives the functions before any function answers them:
+# the switch that turns GET next off (405) and the functions' own body size
+# limit (413; API Gateway answers it already). When a function does, the test
+# below fails: take the code out of this set.
 NOT_YET_ANSWERED = {"method_not_allowed", "payload_too_large"}
 # API Gateway's status for each response type whose GatewayResponse sets none.
 GATEWAY_STATUS = {

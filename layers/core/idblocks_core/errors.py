@@ -36,7 +36,7 @@ def _bad_field(field: str, rule: str) -> ErrorCode:
         400,
         f"{field} is missing or breaks its rule: {rule}. {_NOT_CHANGED}",
         "no",
-        f"Send a {field} that follows the rule; the message says which bound was missed.",
+        f"Correct {field}: the message names the rule it broke.",
     )
 
 
