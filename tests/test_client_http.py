@@ -30,7 +30,7 @@ from idblocks import (
 )
 from idblocks.backend import Block
 from idblocks.retry import parse_retry_after
-from tests.support.loopback import LoopbackServer, QuietHandler
+from tests.support.aws_env import without_aws_credentials
 from tests.support.stub_http import DROP, StubServer
 
 BLOCK = (200, {}, {"counter": "orders", "start": 101, "end": 200, "count": 100})
@@ -291,27 +291,6 @@ def test_a_500_to_a_read_is_retried():
 # -- answers the client cannot read ---------------------------------------------
 
 
-class RawStub(LoopbackServer):
-    """Answers 200 with the given bytes as the body, whatever was asked."""
-
-    def __init__(self, body: bytes) -> None:
-        self.requests: list[str] = []
-        stub = self
-
-        class Handler(QuietHandler):
-            def _handle(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                stub.requests.append(self.path)
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_GET = do_POST = do_PUT = do_DELETE = _handle
-
-        self._serve(Handler)
-
-
 @pytest.mark.parametrize(
     ("call", "reply"),
     [
@@ -337,7 +316,7 @@ def test_a_200_without_the_promised_fields_is_an_unexpected_response(call, reply
 def test_a_200_that_is_not_json_is_an_unexpected_response():
     """A non-JSON 200 (a proxy's HTML page, say) raised json's ValueError,
     which the CLI took for bad usage."""
-    stub = RawStub(b"<html>gateway says hi</html>")
+    stub = StubServer([(200, {}, b"<html>gateway says hi</html>")])
     with stub, pytest.raises(UnexpectedResponse, match="not JSON: <html>gateway says hi"):
         HttpBackend(stub.url).next("orders")
     assert len(stub.requests) == 1  # not repeated: it was answered
@@ -389,24 +368,7 @@ def test_names_with_dots_that_are_not_dot_segments_are_sent_as_they_are(name):
 
 @pytest.fixture
 def no_aws_credentials(monkeypatch, tmp_path):
-    """No credentials anywhere in botocore's chain, and no instance metadata
-    service to ask."""
-    for var in (
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AWS_SECURITY_TOKEN",
-        "AWS_PROFILE",
-        "AWS_DEFAULT_PROFILE",
-        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-        "AWS_WEB_IDENTITY_TOKEN_FILE",
-        "AWS_ROLE_ARN",
-    ):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    without_aws_credentials(monkeypatch, tmp_path)
 
 
 def test_the_readme_example_without_credentials_raises_auth_error_before_any_request(no_aws_credentials):
