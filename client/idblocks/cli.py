@@ -130,7 +130,11 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--idempotency-key", help=key_help)
     c = commands.add_parser("create", help="create a counter")
     c.add_argument("name", help="counter name: 1-128 of A-Z a-z 0-9 _ . -, not . or ..")
-    c.add_argument("--start", type=_positive, help="first ID to hand out (default: 1)")
+    c.add_argument(
+        "--start",
+        type=_positive,
+        help="first ID to hand out (default: 1, or above a deleted counter's old IDs)",
+    )
     c.add_argument("--max", type=_positive, help="last ID it may hand out (default: 2^53-1)")
     c = commands.add_parser("get", help="read a counter")
     c.add_argument("name", help="counter name")
