@@ -410,3 +410,17 @@ def test_no_region_for_the_endpoint_is_refused_when_the_backend_is_made(monkeypa
         )  # named in the URL
         HttpBackend(stub.url, auth=IamAuth(region="eu-west-1")).allocate("orders", 1)
     assert "/eu-west-1/execute-api/" in stub.requests[0]["headers"]["Authorization"]
+
+
+@pytest.mark.parametrize("variable", ["AWS_REGION", "AWS_DEFAULT_REGION"])
+def test_iam_auth_takes_the_region_from_the_environment(monkeypatch, variable):
+    """The region error said "set AWS_REGION", but botocore reads only
+    AWS_DEFAULT_REGION: setting AWS_REGION, as Lambda does, did not help."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    for var in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv(variable, "ap-south-2")
+    headers = IamAuth().headers("GET", "http://127.0.0.1:3000/admin/counters", None)
+    assert "/ap-south-2/execute-api/" in headers["Authorization"]

@@ -15,6 +15,7 @@ UnexpectedResponse, never a KeyError.
 from __future__ import annotations
 
 import json
+import os
 import re
 import uuid
 from dataclasses import dataclass
@@ -92,7 +93,7 @@ NO_CREDENTIALS = (
 )
 NO_REGION = (
     "no AWS region for SigV4: the endpoint is not an execute-api URL that names one; "
-    "pass region= (idblocks --region) or set AWS_REGION"
+    "pass region= (idblocks --region), or set AWS_REGION, AWS_DEFAULT_REGION or the profile's region"
 )
 
 
@@ -102,7 +103,8 @@ class IamAuth:
 
     Raises MissingCredentials at once when the chain finds none; HttpBackend
     raises MissingRegion at construction when no region is known for its
-    endpoint (from the execute-api host name, ``region``, or AWS_REGION)."""
+    endpoint (``region``, else the execute-api host name, else AWS_REGION,
+    AWS_DEFAULT_REGION or the profile's region)."""
 
     def __init__(self, region: str | None = None, session: Any = None) -> None:
         import botocore.session
@@ -124,7 +126,14 @@ class IamAuth:
         return credentials
 
     def _region_for(self, url: str) -> str:
-        region = self._region or _region_of(url) or self._session.get_config_variable("region")
+        # botocore itself reads AWS_DEFAULT_REGION and the profile, not AWS_REGION,
+        # which Lambda and most AWS tools set
+        region = (
+            self._region
+            or _region_of(url)
+            or os.environ.get("AWS_REGION")
+            or self._session.get_config_variable("region")
+        )
         if not region:
             raise MissingRegion(NO_REGION)
         return region

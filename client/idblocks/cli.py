@@ -54,8 +54,8 @@ DEPLOYED = """\
 a deployed stack (ClientAuth AWS_IAM, the default; the admin routes always):
   idblocks --endpoint https://ID.execute-api.REGION.amazonaws.com/v1 --auth iam next orders
   credentials come from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY(/AWS_SESSION_TOKEN),
-  AWS_PROFILE, or an IAM role; the region from the execute-api host name,
-  --region, or AWS_REGION. With ClientAuth API_KEY: --auth api-key --api-key KEY.
+  AWS_PROFILE, or an IAM role; the region from --region, the execute-api host name,
+  AWS_REGION or AWS_DEFAULT_REGION. With ClientAuth API_KEY: --auth api-key --api-key KEY.
 """
 
 
@@ -110,7 +110,8 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--region",
-        help="region to sign for, with --auth iam (default: the execute-api URL's, else $AWS_REGION)",
+        help="region to sign for, with --auth iam (default: the execute-api URL's, else $AWS_REGION "
+        "or $AWS_DEFAULT_REGION)",
     )
     p.add_argument(
         "--timeout",
