@@ -138,7 +138,8 @@ def test_cli_idempotency_key_repeats_the_answer(dev):
     [
         (["get", "cli-missing"], 3, "counter_not_found"),
         (["set", "cli-back", "1"], 4, "counter_would_move_back"),
-        (["create", "bad name"], 1, "invalid_name"),
+        (["create", "bad name"], 2, "invalid_name"),  # refused before sending
+        (["create", "cli-y", "--start", "10", "--max", "5"], 2, "invalid_start"),  # refused by the service
         (["batch", "cli-x", "0"], 2, "at least 1"),
         (["batch", "cli-x", "many"], 2, "not an integer"),
     ],

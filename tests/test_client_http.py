@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import socket
+import time
+from email.utils import formatdate
 
 import pytest
 
@@ -16,11 +18,19 @@ from idblocks import (
     CounterNotFound,
     HttpBackend,
     IamAuth,
+    InvalidName,
     InvalidRequest,
+    MissingCredentials,
+    MissingRegion,
     RetryPolicy,
+    Sequence,
+    ServiceError,
     ServiceUnavailable,
+    UnexpectedResponse,
 )
 from idblocks.backend import Block
+from idblocks.retry import parse_retry_after
+from tests.support.aws_env import without_aws_credentials
 from tests.support.stub_http import DROP, StubServer
 
 BLOCK = (200, {}, {"counter": "orders", "start": 101, "end": 200, "count": 100})
@@ -178,7 +188,7 @@ def test_iam_auth_needs_a_region_somewhere(monkeypatch):
     for var in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_CONFIG_FILE"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
-    with pytest.raises(ValueError, match="region"):
+    with pytest.raises(MissingRegion, match="AWS_REGION"):
         IamAuth().headers("GET", "http://127.0.0.1:3000/admin/counters", None)
     assert (
         "us-west-1"
@@ -190,3 +200,227 @@ def test_iam_auth_needs_a_region_somewhere(monkeypatch):
 def test_bad_endpoints_are_refused(endpoint):
     with pytest.raises(ValueError, match="endpoint"):
         HttpBackend(endpoint)
+
+
+# -- Retry-After as an HTTP date, and 500s ---------------------------------------
+
+
+def test_retry_after_as_an_http_date_is_honoured():
+    """Retry-After may be an HTTP date instead of seconds: a date 20 s ahead
+    was ignored (the client slept its own backoff, about 0.02 s)."""
+    retry, sleeps = policy(base=0.001)
+    when = formatdate(time.time() + 20, usegmt=True)
+    with StubServer([error(503, "service_unavailable", {"Retry-After": when}), BLOCK]) as stub:
+        assert HttpBackend(stub.url, retry=retry).allocate("orders", 100) == Block(101, 200)
+    assert len(stub.requests) == 2
+    assert 15 <= sleeps[0] <= 20  # the date has whole seconds; the time spent in between is small
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("120", 120.0),
+        ("0", 0.0),
+        ("Thu, 01 Jan 1970 00:02:00 GMT", 20.0),  # the preferred HTTP-date form
+        ("Thursday, 01-Jan-70 00:02:00 GMT", 20.0),  # RFC 850, obsolete but allowed
+        ("Thu Jan  1 00:02:00 1970", 20.0),  # asctime, obsolete but allowed
+        ("Thu, 01 Jan 1970 00:01:00 GMT", 0.0),  # already past: no wait
+        (None, None),
+        ("", None),
+        ("soon", None),
+        ("-5", None),
+        ("nan", None),
+        ("inf", None),
+    ],
+)
+def test_retry_after_is_read_as_seconds_or_a_date(value, seconds):
+    assert parse_retry_after(value, now=100.0) == seconds
+
+
+def test_a_retry_after_past_the_deadline_gives_up_instead_of_waiting():
+    retry, sleeps = policy(deadline=10.0)
+    when = formatdate(time.time() + 3600, usegmt=True)
+    stub = StubServer([error(503, "service_unavailable", {"Retry-After": when}), BLOCK])
+    with stub, pytest.raises(ServiceUnavailable, match="past the 10 s deadline"):
+        HttpBackend(stub.url, retry=retry).allocate("orders", 100)
+    assert len(stub.requests) == 1
+    assert sleeps == []
+
+
+def test_a_500_to_a_keyed_request_is_retried_with_the_same_key():
+    """A 500 answered to a block request (which always carries an
+    Idempotency-Key) was raised at once, although repeating it with the same
+    key cannot take a second block."""
+    retry, sleeps = policy()
+    with StubServer([error(500, "internal_error"), BLOCK]) as stub:
+        assert HttpBackend(stub.url, retry=retry).allocate("orders", 100) == Block(101, 200)
+    assert len(stub.requests) == 2
+    assert len({r["headers"]["Idempotency-Key"] for r in stub.requests}) == 1
+    assert len(sleeps) == 1
+
+
+def test_a_500_is_retried_a_few_times_only_and_the_key_outlives_it():
+    retry, _ = policy(server_error_attempts=3)
+    stub = StubServer([error(500, "internal_error")] * 10)
+    # ServiceUnavailable, not a ServiceError: the outcome is unknown, so a
+    # Sequence keeps the key for its next try
+    with stub, pytest.raises(ServiceUnavailable, match="3 times") as caught:
+        HttpBackend(stub.url, retry=retry).allocate("orders", 100)
+    assert not isinstance(caught.value, ServiceError)
+    assert len(stub.requests) == 3
+
+
+def test_a_500_to_an_unkeyed_create_is_not_retried():
+    retry, sleeps = policy()
+    stub = StubServer([error(500, "internal_error"), (201, {}, {"name": "x"})])
+    with stub, pytest.raises(ServiceError) as caught:
+        HttpBackend(stub.url, retry=retry).create("x")
+    assert caught.value.status == 500
+    assert len(stub.requests) == 1
+    assert sleeps == []
+
+
+def test_a_500_to_a_read_is_retried():
+    retry, _ = policy()
+    state = {"name": "x", "next": 1, "max": 9, "created_at": "t", "updated_at": "t"}
+    with StubServer([error(500, "internal_error"), (200, {}, state)]) as stub:
+        assert HttpBackend(stub.url, retry=retry).get("x") == state
+    assert len(stub.requests) == 2
+
+
+# -- answers the client cannot read ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "reply"),
+    [
+        (lambda b: b.allocate("orders", 5), {"counter": "orders"}),
+        (lambda b: b.allocate("orders", 5), {"counter": "orders", "start": "1", "end": 5}),
+        (lambda b: b.allocate("orders", 5), {"counter": "orders", "start": 9, "end": 5}),
+        (lambda b: b.allocate("orders", 5), [1, 5]),
+        (lambda b: b.next("orders"), {"counter": "orders"}),
+        (lambda b: b.next("orders"), {"counter": "orders", "id": True}),
+        (lambda b: b.get("orders"), ["orders"]),
+        (lambda b: b.list(), {"counters": []}),
+        (lambda b: b.list(), {"counters": None, "cursor": None}),
+    ],
+)
+def test_a_200_without_the_promised_fields_is_an_unexpected_response(call, reply):
+    """A 200 whose JSON lacks what the route promises raised a bare KeyError
+    (a traceback in the CLI)."""
+    retry, _ = policy()
+    with StubServer([(200, {}, reply)]) as stub, pytest.raises(UnexpectedResponse):
+        call(HttpBackend(stub.url, retry=retry))
+
+
+def test_a_200_that_is_not_json_is_an_unexpected_response():
+    """A non-JSON 200 (a proxy's HTML page, say) raised json's ValueError,
+    which the CLI took for bad usage."""
+    stub = StubServer([(200, {}, b"<html>gateway says hi</html>")])
+    with stub, pytest.raises(UnexpectedResponse, match="not JSON: <html>gateway says hi"):
+        HttpBackend(stub.url).next("orders")
+    assert len(stub.requests) == 1  # not repeated: it was answered
+
+
+# -- names HTTP cannot carry ----------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda b, n: b.allocate(n, 1),
+        lambda b, n: b.next(n),
+        lambda b, n: b.create(n),
+        lambda b, n: b.get(n),
+        lambda b, n: b.set_next(n, 5),
+        lambda b, n: b.delete(n),
+    ],
+)
+def test_dot_segment_names_are_refused_before_sending(name, call):
+    """A counter named "." or ".." was sent as /counters/./batch, which the
+    HTTP library collapses to /counters/batch: another route, or another
+    counter. The client now refuses such names and sends nothing."""
+    with StubServer([BLOCK] * 2) as stub, pytest.raises(InvalidName) as caught:
+        call(HttpBackend(stub.url), name)
+    assert stub.requests == []
+    assert caught.value.code == "invalid_name"
+    assert isinstance(caught.value, InvalidRequest)
+    assert isinstance(caught.value, ValueError)
+
+
+@pytest.mark.parametrize("name", ["", "a" * 129, "or ders", "a/b", "ordérs", "x\n", None, 5])
+def test_names_outside_the_rule_are_refused_before_sending(name):
+    with StubServer([BLOCK]) as stub, pytest.raises(InvalidName):
+        HttpBackend(stub.url).allocate(name, 1)
+    assert stub.requests == []
+
+
+@pytest.mark.parametrize("name", ["...", ".a", "a.", "..a", "-", "_", "a" * 128, "." * 128])
+def test_names_with_dots_that_are_not_dot_segments_are_sent_as_they_are(name):
+    with StubServer([BLOCK]) as stub:
+        HttpBackend(stub.url).allocate(name, 1)
+    assert stub.requests[0]["path"] == f"/counters/{name}/batch"
+
+
+# -- credentials ------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_aws_credentials(monkeypatch, tmp_path):
+    without_aws_credentials(monkeypatch, tmp_path)
+
+
+def test_the_readme_example_without_credentials_raises_auth_error_before_any_request(no_aws_credentials):
+    """The README's HttpBackend(url, auth=IamAuth()) + Sequence with no AWS
+    credentials raised a bare ValueError from deep in the prefetcher, behind
+    chained tracebacks; the README promises AuthError."""
+
+    def readme_example(url):
+        backend = HttpBackend(url, auth=IamAuth())
+        with Sequence(backend, "orders") as orders:
+            return orders.next_id()
+
+    stub = StubServer([BLOCK])
+    with stub, pytest.raises(AuthError, match="AWS_ACCESS_KEY_ID") as caught:
+        readme_example(stub.url)
+    assert stub.requests == []
+    assert isinstance(caught.value, MissingCredentials)
+    assert "\n" not in str(caught.value)  # one line: what to set
+    assert "AWS_PROFILE" in str(caught.value)
+
+
+def test_a_profile_that_does_not_exist_is_missing_credentials(no_aws_credentials, monkeypatch):
+    monkeypatch.setenv("AWS_PROFILE", "nobody")
+    with pytest.raises(MissingCredentials, match="nobody"):
+        IamAuth()
+
+
+def test_no_region_for_the_endpoint_is_refused_when_the_backend_is_made(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    for var in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    with StubServer([BLOCK]) as stub:
+        with pytest.raises(MissingRegion, match="--region"):
+            HttpBackend(stub.url, auth=IamAuth())
+        HttpBackend(
+            "https://abc123.execute-api.eu-west-1.amazonaws.com/v1", auth=IamAuth()
+        )  # named in the URL
+        HttpBackend(stub.url, auth=IamAuth(region="eu-west-1")).allocate("orders", 1)
+    assert "/eu-west-1/execute-api/" in stub.requests[0]["headers"]["Authorization"]
+
+
+@pytest.mark.parametrize("variable", ["AWS_REGION", "AWS_DEFAULT_REGION"])
+def test_iam_auth_takes_the_region_from_the_environment(monkeypatch, variable):
+    """The region error said "set AWS_REGION", but botocore reads only
+    AWS_DEFAULT_REGION: setting AWS_REGION, as Lambda does, did not help."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    for var in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv(variable, "ap-south-2")
+    headers = IamAuth().headers("GET", "http://127.0.0.1:3000/admin/counters", None)
+    assert "/ap-south-2/execute-api/" in headers["Authorization"]

@@ -9,17 +9,21 @@ out from memory.
         line_ids = orders.take(20)   # a range of 20 consecutive IDs
 """
 
-from idblocks.backend import ApiKeyAuth, Backend, Block, HttpBackend, IamAuth, NoAuth
+from idblocks.backend import ApiKeyAuth, Backend, Block, HttpBackend, IamAuth, NoAuth, check_name
 from idblocks.errors import (
     AuthError,
     Conflict,
     CounterExhausted,
     CounterNotFound,
     IdBlocksError,
+    InvalidName,
     InvalidRequest,
+    MissingCredentials,
+    MissingRegion,
     SequenceClosed,
     ServiceError,
     ServiceUnavailable,
+    UnexpectedResponse,
 )
 from idblocks.retry import RetryPolicy
 from idblocks.sequence import Sequence
@@ -35,11 +39,16 @@ __all__ = [
     "HttpBackend",
     "IamAuth",
     "IdBlocksError",
+    "InvalidName",
     "InvalidRequest",
+    "MissingCredentials",
+    "MissingRegion",
     "NoAuth",
     "RetryPolicy",
     "Sequence",
     "SequenceClosed",
     "ServiceError",
     "ServiceUnavailable",
+    "UnexpectedResponse",
+    "check_name",
 ]

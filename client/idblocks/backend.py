@@ -3,13 +3,19 @@
 ``HttpBackend`` covers every route. Block requests (next, batch) always carry
 an Idempotency-Key, kept across the retries of one request, so a retry after
 a lost response gets the block that was already taken instead of a second
-one. Throttling, 5xx and network errors are retried with jittered backoff
-(RetryPolicy); everything else is raised as the matching ServiceError.
+one. Throttling, 502-504 and network errors are retried with jittered
+backoff (RetryPolicy), and so is a 500 when repeating the request is harmless;
+everything else is raised as the matching ServiceError.
+
+Counter names are checked against the service's rule before anything is sent
+(InvalidName); a 2xx whose body is not what the route promises is an
+UnexpectedResponse, never a KeyError.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import uuid
 from dataclasses import dataclass
@@ -19,8 +25,15 @@ from urllib.parse import quote, urlencode, urlparse
 import urllib3
 from urllib3.exceptions import ConnectTimeoutError, HTTPError, NewConnectionError
 
-from idblocks.errors import ServiceUnavailable, error_for
-from idblocks.retry import RETRY_STATUSES, RetryPolicy, parse_retry_after
+from idblocks.errors import (
+    InvalidName,
+    MissingCredentials,
+    MissingRegion,
+    ServiceUnavailable,
+    UnexpectedResponse,
+    error_for,
+)
+from idblocks.retry import RETRY_STATUSES, SERVER_ERROR, RetryPolicy, parse_retry_after
 
 USER_AGENT = "idblocks-client/0.1"
 
@@ -49,6 +62,10 @@ class Backend(Protocol):
 
 
 class Auth(Protocol):
+    """Headers that authenticate one request. An Auth may also have
+    ``prepare(endpoint)``, which HttpBackend calls once, to refuse at
+    construction what would make every request fail."""
+
     def headers(self, method: str, url: str, body: bytes | None) -> dict[str, str]: ...
 
 
@@ -69,26 +86,67 @@ class ApiKeyAuth:
         return {"x-api-key": self._key}
 
 
+NO_CREDENTIALS = (
+    "no AWS credentials for SigV4: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+    "(and AWS_SESSION_TOKEN for temporary ones), or AWS_PROFILE to a profile in "
+    "~/.aws/config or ~/.aws/credentials, or run where an IAM role provides them (Lambda, ECS, EC2)"
+)
+NO_REGION = (
+    "no AWS region for SigV4: the endpoint is not an execute-api URL that names one; "
+    "pass region= (idblocks --region), or set AWS_REGION, AWS_DEFAULT_REGION or the profile's region"
+)
+
+
 class IamAuth:
     """ClientAuth AWS_IAM (and the admin routes): SigV4 for execute-api, with
-    credentials from botocore's usual chain (environment, profile, role...)."""
+    credentials from botocore's usual chain (environment, profile, role...).
+
+    Raises MissingCredentials at once when the chain finds none; HttpBackend
+    raises MissingRegion at construction when no region is known for its
+    endpoint (``region``, else the execute-api host name, else AWS_REGION,
+    AWS_DEFAULT_REGION or the profile's region)."""
 
     def __init__(self, region: str | None = None, session: Any = None) -> None:
         import botocore.session
 
         self._session = session or botocore.session.get_session()
         self._region = region
+        self._credentials()
+
+    def _credentials(self) -> Any:
+        from botocore.exceptions import BotoCoreError
+
+        try:
+            # botocore keeps what it found; refreshable (role) credentials renew themselves
+            credentials = self._session.get_credentials()
+        except BotoCoreError as exc:  # e.g. AWS_PROFILE names a profile that does not exist
+            raise MissingCredentials(f"{exc}; {NO_CREDENTIALS}") from None
+        if credentials is None:
+            raise MissingCredentials(NO_CREDENTIALS)
+        return credentials
+
+    def _region_for(self, url: str) -> str:
+        # botocore itself reads AWS_DEFAULT_REGION and the profile, not AWS_REGION,
+        # which Lambda and most AWS tools set
+        region = (
+            self._region
+            or _region_of(url)
+            or os.environ.get("AWS_REGION")
+            or self._session.get_config_variable("region")
+        )
+        if not region:
+            raise MissingRegion(NO_REGION)
+        return region
+
+    def prepare(self, endpoint: str) -> None:
+        self._region_for(endpoint)
 
     def headers(self, method: str, url: str, body: bytes | None) -> dict[str, str]:
         from botocore.auth import SigV4Auth
         from botocore.awsrequest import AWSRequest
 
-        credentials = self._session.get_credentials()
-        if credentials is None:
-            raise ValueError("no AWS credentials found for SigV4 (see botocore's credential chain)")
-        region = self._region or _region_of(url) or self._session.get_config_variable("region")
-        if not region:
-            raise ValueError("no AWS region for SigV4: pass region= or set AWS_REGION")
+        credentials = self._credentials()
+        region = self._region_for(url)
         request = AWSRequest(
             method=method, url=url, data=body or b"", headers={"Content-Type": "application/json"}
         )
@@ -119,6 +177,9 @@ class HttpBackend:
             raise ValueError(f"endpoint must be an http(s) URL, not {endpoint!r}")
         self.endpoint = endpoint.rstrip("/")
         self.auth = auth or NoAuth()
+        prepare = getattr(self.auth, "prepare", None)
+        if prepare is not None:
+            prepare(self.endpoint)
         self.retry = retry or RetryPolicy()
         self._http = urllib3.PoolManager(
             maxsize=pool_size, retries=False, timeout=urllib3.Timeout(connect=min(timeout, 5.0), read=timeout)
@@ -128,40 +189,42 @@ class HttpBackend:
 
     def allocate(self, counter: str, count: int, *, idempotency_key: str | None = None) -> Block:
         """POST /counters/{counter}/batch. Safe to call again with the same key."""
-        body = self.request(
-            "POST",
-            f"/counters/{_name(counter)}/batch",
-            {"count": count},
-            idempotency_key=idempotency_key or new_key(),
-        )
-        return Block(body["start"], body["end"])
+        path = f"/counters/{_name(counter)}/batch"
+        body = self.request("POST", path, {"count": count}, idempotency_key=idempotency_key or new_key())
+        start, end = _int_field(body, "start", path), _int_field(body, "end", path)
+        if end < start:
+            raise UnexpectedResponse(f"POST {path} answered the empty block [{start}, {end}]")
+        return Block(start, end)
 
     def next(self, counter: str, *, idempotency_key: str | None = None) -> int:
-        body = self.request(
-            "POST", f"/counters/{_name(counter)}/next", idempotency_key=idempotency_key or new_key()
-        )
-        return body["id"]
+        path = f"/counters/{_name(counter)}/next"
+        body = self.request("POST", path, idempotency_key=idempotency_key or new_key())
+        return _int_field(body, "id", path)
 
     # administration ------------------------------------------------------
 
     def create(self, name: str, *, start: int | None = None, max_id: int | None = None) -> dict[str, Any]:
-        body: dict[str, Any] = {"name": name}
+        body: dict[str, Any] = {"name": check_name(name)}
         if start is not None:
             body["start"] = start
         if max_id is not None:
             body["max"] = max_id
-        return self.request("POST", "/admin/counters", body, retry_unknown_outcome=False)
+        return _object(self.request("POST", "/admin/counters", body, retry_unknown_outcome=False), "create")
 
     def get(self, name: str) -> dict[str, Any]:
-        return self.request("GET", f"/admin/counters/{_name(name)}")
+        return _object(self.request("GET", f"/admin/counters/{_name(name)}"), "get")
 
     def list(self, *, limit: int | None = None, cursor: str | None = None) -> dict[str, Any]:
         query = {k: v for k, v in (("limit", limit), ("cursor", cursor)) if v is not None}
-        return self.request("GET", "/admin/counters" + (f"?{urlencode(query)}" if query else ""))
+        path = "/admin/counters" + (f"?{urlencode(query)}" if query else "")
+        page = _object(self.request("GET", path), "list")
+        if not isinstance(page.get("counters"), list) or not isinstance(page.get("cursor", 0), str | None):
+            raise UnexpectedResponse(f"list answered without a counters list and a cursor: {_excerpt(page)}")
+        return page
 
     def set_next(self, name: str, next_id: int) -> dict[str, Any]:
         # Raise-only, so repeating it is harmless.
-        return self.request("PUT", f"/admin/counters/{_name(name)}", {"next": next_id})
+        return _object(self.request("PUT", f"/admin/counters/{_name(name)}", {"next": next_id}), "set")
 
     def delete(self, name: str) -> None:
         self.request("DELETE", f"/admin/counters/{_name(name)}", retry_unknown_outcome=False)
@@ -175,13 +238,14 @@ class HttpBackend:
         body: Any = None,
         *,
         idempotency_key: str | None = None,
-        retry_unknown_outcome: bool = True,
+        retry_unknown_outcome: bool | None = None,
     ) -> Any:
         """Send, retrying what can be retried; return the JSON body or raise.
 
-        A network error after the request went out leaves its outcome unknown;
-        it is retried only when repeating is harmless (reads, raise-only
-        writes, and anything with an Idempotency-Key)."""
+        A network error after the request went out, or a 500, leaves its
+        outcome unknown; it is retried only when repeating is harmless:
+        ``retry_unknown_outcome``, by default true for GET and PUT (reads and
+        raise-only writes) and for anything with an Idempotency-Key."""
         url = self.endpoint + path
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
@@ -189,9 +253,12 @@ class HttpBackend:
             headers["Content-Type"] = "application/json"
         if idempotency_key is not None:
             headers["Idempotency-Key"] = idempotency_key
+        if retry_unknown_outcome is None:
+            retry_unknown_outcome = idempotency_key is not None or method in ("GET", "PUT")
         policy = self.retry
         started = policy.clock()
         failure = "no attempt made"
+        server_errors = 0
         for attempt in range(policy.attempts):
             retry_after = None
             try:
@@ -205,16 +272,25 @@ class HttpBackend:
                     raise ServiceUnavailable(failure + " (the request may have been applied)") from exc
             else:
                 if response.status < 300:
-                    return json.loads(response.data) if response.data else None
+                    return _json_of(response, method, path)
                 code, message = _error_of(response)
-                if not _retryable(response.status, code):
+                if response.status == SERVER_ERROR and retry_unknown_outcome:
+                    server_errors += 1
+                    if server_errors == policy.server_error_attempts:
+                        raise ServiceUnavailable(
+                            f"{method} {path} answered {code}: {message} (HTTP 500) {server_errors} times"
+                            + (" (the request may have been applied)" if method == "POST" else "")
+                        )
+                elif not _retryable(response.status, code):
                     raise error_for(response.status, code, message)
                 failure = f"{code}: {message} (HTTP {response.status})"
-                retry_after = parse_retry_after(response.headers.get("Retry-After"))
+                retry_after = parse_retry_after(response.headers.get("Retry-After"), policy.now())
             if attempt + 1 == policy.attempts:
                 break
             wait = policy.delay(attempt + 1, retry_after)
             if policy.clock() - started + wait > policy.deadline:
+                if retry_after is not None and retry_after == wait:
+                    failure += f"; asked to retry after {wait:g} s, past the {policy.deadline:g} s deadline"
                 break
             policy.sleep(wait)
         raise ServiceUnavailable(f"{method} {path} failed after {attempt + 1} attempt(s): {failure}")
@@ -233,8 +309,59 @@ def new_key() -> str:
     return uuid.uuid4().hex
 
 
+# The service's counter name rule (NAME_PATTERN in the service's rules.py),
+# repeated here so that a name it refuses is refused before anything is sent:
+# "." and ".." above all, which URL handling would collapse into another path
+# (/counters/./batch is /counters/batch).
+_NAME_RE = re.compile(
+    r"(?:[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}|\.[A-Za-z0-9_-][A-Za-z0-9_.-]{0,126}|\.\.[A-Za-z0-9_.-]{1,126})"
+)
+
+
+def check_name(name: object) -> str:
+    """Return ``name`` if the service accepts it as a counter name: 1-128
+    characters of A-Z a-z 0-9 _ . -, and not "." or "..". Else raise
+    InvalidName (an InvalidRequest and a ValueError)."""
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+        raise InvalidName(
+            f"counter name must be 1-128 characters of A-Z, a-z, 0-9, '_', '.' or '-', "
+            f"and not '.' or '..', not {name!r}"
+        )
+    return name
+
+
 def _name(name: str) -> str:
-    return quote(name, safe="")
+    return quote(check_name(name), safe="")
+
+
+def _excerpt(data: Any) -> str:
+    text = data.decode(errors="replace") if isinstance(data, bytes) else repr(data)
+    return text[:120] + ("..." if len(text) > 120 else "")
+
+
+def _json_of(response: Any, method: str, path: str) -> Any:
+    if not response.data:
+        return None
+    try:
+        return json.loads(response.data)
+    except ValueError:
+        raise UnexpectedResponse(
+            f"{method} {path} answered HTTP {response.status} with a body that is not JSON: "
+            f"{_excerpt(response.data)}"
+        ) from None
+
+
+def _object(body: Any, what: str) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise UnexpectedResponse(f"{what} answered {_excerpt(body)}, not a JSON object")
+    return body
+
+
+def _int_field(body: Any, field: str, path: str) -> int:
+    value = body.get(field) if isinstance(body, dict) else None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise UnexpectedResponse(f"POST {path} answered without an integer '{field}': {_excerpt(body)}")
+    return value
 
 
 def _error_of(response: Any) -> tuple[str, str]:

@@ -10,9 +10,7 @@
     set NAME NEXT             move a counter forward
     delete NAME
 
-The endpoint comes from --endpoint or IDBLOCKS_URL (e.g. http://127.0.0.1:3000
-for `make dev`). Exit status: 0 ok, 1 service error, 2 bad usage,
-3 not found, 4 conflict (exists, exhausted, would move back), 5 unavailable.
+Every failure is one line on stderr, with the exit status in EXIT_STATUSES.
 """
 
 from __future__ import annotations
@@ -26,14 +24,39 @@ from typing import Any, NoReturn
 
 from idblocks.backend import ApiKeyAuth, Auth, HttpBackend, IamAuth, NoAuth
 from idblocks.errors import (
+    AuthError,
     Conflict,
     CounterNotFound,
     IdBlocksError,
+    InvalidRequest,
     ServiceUnavailable,
 )
 
-# Exit status by error class; any other error exits 1.
-EXIT = {CounterNotFound: 3, Conflict: 4, ServiceUnavailable: 5}
+AUTH_CHOICES = ("iam", "api-key", "none")
+
+# Exit status by error class, most specific first; any other error exits 1.
+# A request the service refuses as wrong (400, 401, 403, 422), or that the
+# client refuses before sending, is the caller's to fix, as bad usage is.
+EXIT = ((CounterNotFound, 3), (Conflict, 4), (ServiceUnavailable, 5), (InvalidRequest, 2), (AuthError, 2))
+
+EXIT_STATUSES = """\
+exit status:
+  0  done; the result is printed as JSON
+  1  the service failed, or answered something this client cannot read
+  2  bad usage, a request the service refuses (400/422), not authenticated or not
+     allowed (401/403), or no AWS credentials or region for --auth iam
+  3  no such counter (404)
+  4  conflict (409): the counter exists, is exhausted, or would move back
+  5  unavailable: throttled, 5xx or unreachable after every retry
+"""
+
+DEPLOYED = """\
+a deployed stack (ClientAuth AWS_IAM, the default; the admin routes always):
+  idblocks --endpoint https://ID.execute-api.REGION.amazonaws.com/v1 --auth iam next orders
+  credentials come from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY(/AWS_SESSION_TOKEN),
+  AWS_PROFILE, or an IAM role; the region from --region, the execute-api host name,
+  AWS_REGION or AWS_DEFAULT_REGION. With ClientAuth API_KEY: --auth api-key --api-key KEY.
+"""
 
 
 def _positive(text: str) -> int:
@@ -46,44 +69,85 @@ def _positive(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text}")
+    return value
+
+
+def _env(name: str) -> str | None:
+    return os.environ.get(name) or None
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="idblocks", description="Hand out and manage idblocks IDs.")
+    p = argparse.ArgumentParser(
+        prog="idblocks",
+        description="Hand out and manage idblocks IDs. Prints the service's answer as JSON.",
+        epilog=EXIT_STATUSES + "\n" + DEPLOYED,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument(
-        "--endpoint", default=os.environ.get("IDBLOCKS_URL"), help="API base URL (or IDBLOCKS_URL)"
+        "--endpoint",
+        default=_env("IDBLOCKS_URL"),
+        help="API base URL, e.g. http://127.0.0.1:3000 for `make dev` (default: $IDBLOCKS_URL)",
     )
     p.add_argument(
         "--auth",
-        choices=["iam", "api-key", "none"],
-        default=os.environ.get("IDBLOCKS_AUTH", "none"),
-        help="how to authenticate (or IDBLOCKS_AUTH; default none)",
+        # Checked after parsing, so that IDBLOCKS_AUTH is held to the same choices.
+        default=_env("IDBLOCKS_AUTH") or "none",
+        metavar="{" + ",".join(AUTH_CHOICES) + "}",
+        help="iam: SigV4 (deployed stacks); api-key: x-api-key; none: no authentication "
+        "(default: $IDBLOCKS_AUTH, else none)",
     )
-    p.add_argument("--api-key", default=os.environ.get("IDBLOCKS_API_KEY"), help="with --auth api-key")
-    p.add_argument("--region", help="for --auth iam when the endpoint does not name one")
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds per attempt")
+    p.add_argument(
+        "--api-key",
+        default=_env("IDBLOCKS_API_KEY"),
+        help="the key for --auth api-key (default: $IDBLOCKS_API_KEY)",
+    )
+    p.add_argument(
+        "--region",
+        help="region to sign for, with --auth iam (default: the execute-api URL's, else $AWS_REGION "
+        "or $AWS_DEFAULT_REGION)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=10.0,
+        help="seconds to wait for each answer; failures are retried for up to 30 s (default: 10)",
+    )
     commands = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    key_help = "send this Idempotency-Key, to repeat an earlier request safely (default: a new random key)"
     c = commands.add_parser("next", help="hand out one ID")
-    c.add_argument("name")
-    c.add_argument("--idempotency-key", help="repeat a request safely (default: a new key)")
+    c.add_argument("name", help="counter name")
+    c.add_argument("--idempotency-key", help=key_help)
     c = commands.add_parser("batch", help="hand out a block of IDs")
-    c.add_argument("name")
-    c.add_argument("count", type=_positive)
-    c.add_argument("--idempotency-key", help="repeat a request safely (default: a new key)")
+    c.add_argument("name", help="counter name")
+    c.add_argument("count", type=_positive, help="how many IDs (at most the service's MaxBatchSize)")
+    c.add_argument("--idempotency-key", help=key_help)
     c = commands.add_parser("create", help="create a counter")
-    c.add_argument("name")
-    c.add_argument("--start", type=_positive)
-    c.add_argument("--max", type=_positive)
+    c.add_argument("name", help="counter name: 1-128 of A-Z a-z 0-9 _ . -, not . or ..")
+    c.add_argument(
+        "--start",
+        type=_positive,
+        help="first ID to hand out (default: 1, or above a deleted counter's old IDs)",
+    )
+    c.add_argument("--max", type=_positive, help="last ID it may hand out (default: 2^53-1)")
     c = commands.add_parser("get", help="read a counter")
-    c.add_argument("name")
+    c.add_argument("name", help="counter name")
     c = commands.add_parser("list", help="list counters")
-    c.add_argument("--limit", type=_positive)
-    c.add_argument("--cursor")
-    c.add_argument("--all", action="store_true", help="follow cursors to the end")
+    c.add_argument("--limit", type=_positive, help="counters per page (default: the service's page size)")
+    c.add_argument("--cursor", help="where to go on, from the previous page's cursor (default: the start)")
+    c.add_argument("--all", action="store_true", help="follow cursors to the end (default: one page)")
     c = commands.add_parser("set", help="move a counter forward")
-    c.add_argument("name")
-    c.add_argument("next", type=_positive)
+    c.add_argument("name", help="counter name")
+    c.add_argument("next", type=_positive, help="the next ID to hand out; never below the current one")
     c = commands.add_parser("delete", help="delete a counter (its high-water mark is kept)")
-    c.add_argument("name")
+    c.add_argument("name", help="counter name")
     return p
 
 
@@ -107,7 +171,7 @@ def run(args: argparse.Namespace) -> Any:
         _fail(2, "no endpoint: pass --endpoint or set IDBLOCKS_URL")
     try:
         backend = HttpBackend(args.endpoint, auth=_auth(args), timeout=args.timeout)
-    except ValueError as exc:
+    except ValueError as exc:  # the endpoint is not an http(s) URL
         _fail(2, str(exc))
     if args.command == "next":
         return {"counter": args.name, "id": backend.next(args.name, idempotency_key=args.idempotency_key)}
@@ -134,14 +198,16 @@ def run(args: argparse.Namespace) -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    if args.auth not in AUTH_CHOICES:
+        choices = ", ".join(AUTH_CHOICES)
+        p.error(f"argument --auth (or IDBLOCKS_AUTH): invalid choice: {args.auth!r} (choose from {choices})")
     try:
         result = run(args)
     except IdBlocksError as exc:
-        status = next((code for cls, code in EXIT.items() if isinstance(exc, cls)), 1)
+        status = next((code for cls, code in EXIT if isinstance(exc, cls)), 1)
         _fail(status, str(exc))
-    except ValueError as exc:  # e.g. no AWS credentials for --auth iam
-        _fail(2, str(exc))
     print(json.dumps(result))
 
 

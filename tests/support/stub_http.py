@@ -33,7 +33,12 @@ class StubServer(LoopbackServer):
                     self.drop()
                     return
                 status, headers, payload = reply
-                data = json.dumps(payload).encode() if payload is not None else b""
+                if payload is None:
+                    data = b""
+                elif isinstance(payload, bytes):  # as it is: a body that is not JSON at all
+                    data = payload
+                else:
+                    data = json.dumps(payload).encode()
                 self.send_response(status)
                 for key, value in headers.items():
                     self.send_header(key, value)

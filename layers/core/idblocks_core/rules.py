@@ -6,7 +6,18 @@ import re
 
 from idblocks_core.errors import InvalidInput
 
-NAME_PATTERN = r"^[A-Za-z0-9_.-]{1,128}$"
+# 1-128 characters of A-Z a-z 0-9 _ . -, but not "." or "..": those are dot
+# segments, which URL handling collapses (/counters/./next arrives as
+# /counters/next), so no HTTP client could reach such a counter. Spelled
+# without look-around, which pydantic's regex engine (and so the validation of
+# paths and bodies) does not have: a first character that is not a dot, or
+# one dot and then a character that is not, or two dots and at least one more.
+NAME_PATTERN = (
+    r"^(?:[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}"
+    r"|\.[A-Za-z0-9_-][A-Za-z0-9_.-]{0,126}"
+    r"|\.\.[A-Za-z0-9_.-]{1,126})$"
+)
+NAME_RULE = "1-128 characters of A-Z, a-z, 0-9, '_', '.' or '-', and not '.' or '..'"
 _NAME_RE = re.compile(NAME_PATTERN)
 
 # The largest integer a JavaScript client can hold exactly; the default ceiling.
@@ -28,7 +39,7 @@ def check_name(name: object) -> str:
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise InvalidInput(
             "invalid_name",
-            "counter name must be 1-128 characters of A-Z, a-z, 0-9, '_', '.' or '-'",
+            f"counter name must be {NAME_RULE}",
         )
     return name
 

@@ -30,7 +30,7 @@ class BatchRequest(_Body):
 
 
 class CreateCounterRequest(_Body):
-    name: Annotated[str, Field(pattern=NAME_PATTERN, description="1-128 of A-Z a-z 0-9 _ . -")]
+    name: Annotated[str, Field(pattern=NAME_PATTERN, description="1-128 of A-Z a-z 0-9 _ . -, not . or ..")]
     start: PositiveId | None = Field(
         default=None,
         description=(

@@ -1,0 +1,221 @@
+"""The idblocks command line: its options, its exit statuses, and that every
+failure is one line on stderr, never a traceback. Runs main() in-process
+against the scripted HTTP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+
+import pytest
+
+from idblocks import cli
+from tests.support.aws_env import without_aws_credentials
+from tests.support.stub_http import StubServer
+
+ONE_ID = (200, {}, {"counter": "orders", "id": 7})
+BLOCK = (200, {}, {"counter": "orders", "start": 1, "end": 5, "count": 5})
+
+
+def error(status, code):
+    return (status, {}, {"error": {"code": code, "message": f"{code} happened"}})
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    for var in ("IDBLOCKS_URL", "IDBLOCKS_AUTH", "IDBLOCKS_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def run(capsys, *argv):
+    """main(argv) -> (exit status, stdout, stderr). An exception escaping
+    main() fails the test: the user would have seen a traceback."""
+    try:
+        cli.main(list(argv))
+        status = 0
+    except SystemExit as exc:
+        status = exc.code
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def assert_one_line(err):
+    assert err.count("\n") == 1, err
+    assert err.startswith("idblocks: error: "), err
+    assert "Traceback" not in err
+
+
+def test_next_prints_the_id(capsys):
+    with StubServer([ONE_ID]) as stub:
+        status, out, err = run(capsys, "--endpoint", stub.url, "next", "orders")
+    assert (status, json.loads(out), err) == (0, {"counter": "orders", "id": 7}, "")
+    assert stub.requests[0]["path"] == "/counters/orders/next"
+
+
+@pytest.mark.parametrize("value", ["IAM", "Iam", "aws_iam", "AWS_IAM", "sigv4", " iam"])
+def test_an_unknown_auth_in_the_environment_is_bad_usage(capsys, monkeypatch, value):
+    """IDBLOCKS_AUTH=IAM (wrong case) bypassed --auth's choices and sent the
+    request with no authentication at all."""
+    monkeypatch.setenv("IDBLOCKS_AUTH", value)
+    with StubServer([ONE_ID]) as stub:
+        status, out, err = run(capsys, "--endpoint", stub.url, "next", "orders")
+    assert status == 2
+    assert out == ""
+    assert "iam, api-key, none" in err
+    assert stub.requests == []
+
+
+def test_an_unknown_auth_option_is_bad_usage(capsys):
+    with StubServer([ONE_ID]) as stub:
+        status, _, err = run(capsys, "--endpoint", stub.url, "--auth", "IAM", "next", "orders")
+    assert status == 2
+    assert "'iam', 'api-key', 'none'" in err or "iam, api-key, none" in err
+    assert stub.requests == []
+
+
+def test_the_auth_in_the_environment_is_used(capsys, monkeypatch):
+    monkeypatch.setenv("IDBLOCKS_AUTH", "api-key")
+    monkeypatch.setenv("IDBLOCKS_API_KEY", "k-123")
+    with StubServer([ONE_ID]) as stub:
+        status, _, _ = run(capsys, "--endpoint", stub.url, "next", "orders")
+    assert status == 0
+    assert stub.requests[0]["headers"]["x-api-key"] == "k-123"
+
+
+@pytest.mark.parametrize(
+    ("argv", "reply"),
+    [
+        (["next", "orders"], (200, {}, {"counter": "orders"})),
+        (["next", "orders"], (200, {}, {"counter": "orders", "id": "7"})),
+        (["batch", "orders", "5"], (200, {}, {"counter": "orders", "start": 1})),
+        (["batch", "orders", "5"], (200, {}, ["not", "a", "block"])),
+        (["list", "--all"], (200, {}, {"counters": [], "next": "x"})),
+        (["get", "orders"], (200, {}, "orders")),
+    ],
+)
+def test_a_200_without_the_expected_fields_is_one_line_and_exit_1(capsys, argv, reply):
+    """A 200 without the field the route promises ended in a KeyError
+    traceback."""
+    with StubServer([reply]) as stub:
+        status, out, err = run(capsys, "--endpoint", stub.url, *argv)
+    assert (status, out) == (1, "")
+    assert_one_line(err)
+    assert "answered" in err
+
+
+def test_a_200_that_is_not_json_is_one_line_and_exit_1(capsys):
+    """A non-JSON 200 exited 2, as if the command line had been wrong."""
+    with StubServer([(200, {}, b"<html>maintenance</html>")]) as stub:
+        status, out, err = run(capsys, "--endpoint", stub.url, "next", "orders")
+    assert (status, out) == (1, "")
+    assert_one_line(err)
+    assert "not JSON" in err
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        (error(400, "invalid_count"), 2),
+        (error(400, "invalid_name"), 2),
+        (error(415, "unsupported_media_type"), 2),
+        (error(422, "idempotency_key_reused"), 2),
+        ((403, {}, {"message": "Missing Authentication Token"}), 2),
+        ((401, {}, {"message": "Unauthorized"}), 2),
+        (error(404, "counter_not_found"), 3),
+        (error(409, "counter_exhausted"), 4),
+        (error(409, "counter_would_move_back"), 4),
+        (error(501, "not_implemented"), 1),
+    ],
+)
+def test_exit_status_follows_the_answer(capsys, reply, expected):
+    """A 400 from the service exited 1, like a failure of the service, not 2:
+    the request was wrong, and retrying it will not help."""
+    with StubServer([reply]) as stub:
+        status, out, err = run(capsys, "--endpoint", stub.url, "batch", "orders", "5")
+    assert (status, out) == (expected, "")
+    assert_one_line(err)
+    assert len(stub.requests) == 1
+
+
+@pytest.mark.parametrize("name", [".", "..", "a b", "x" * 129])
+def test_a_name_the_service_would_refuse_is_refused_before_sending(capsys, name):
+    with StubServer([ONE_ID]) as stub:
+        status, _, err = run(capsys, "--endpoint", stub.url, "next", name)
+    assert status == 2
+    assert_one_line(err)
+    assert "invalid_name" in err
+    assert stub.requests == []
+
+
+def test_no_aws_credentials_is_one_line_saying_how_to_provide_them(capsys, monkeypatch, tmp_path):
+    """--auth iam with no credentials said only "no AWS credentials found",
+    not where they could come from."""
+    without_aws_credentials(monkeypatch, tmp_path)
+    with StubServer([ONE_ID]) as stub:
+        status, out, err = run(
+            capsys, "--endpoint", stub.url, "--auth", "iam", "--region", "eu-west-1", "next", "orders"
+        )
+    assert (status, out) == (2, "")
+    assert_one_line(err)
+    for way in ("AWS_ACCESS_KEY_ID", "AWS_PROFILE", "role"):
+        assert way in err
+    assert stub.requests == []
+
+
+def test_no_region_for_iam_is_one_line_naming_the_option(capsys, monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    for var in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    with StubServer([ONE_ID]) as stub:
+        status, _, err = run(capsys, "--endpoint", stub.url, "--auth", "iam", "next", "orders")
+        assert status == 2
+        assert_one_line(err)
+        assert "--region" in err
+        assert stub.requests == []
+        status, _, _ = run(
+            capsys, "--endpoint", stub.url, "--auth", "iam", "--region", "eu-west-1", "next", "o"
+        )
+    assert status == 0
+    assert "/eu-west-1/execute-api/" in stub.requests[0]["headers"]["Authorization"]
+
+
+def test_no_endpoint_is_bad_usage(capsys):
+    status, _, err = run(capsys, "next", "orders")
+    assert status == 2
+    assert "IDBLOCKS_URL" in err
+
+
+# -- --help ---------------------------------------------------------------------
+
+
+def all_parsers():
+    top = cli.parser()
+    (commands,) = [a for a in top._actions if isinstance(a, argparse._SubParsersAction)]
+    return [("idblocks", top), *commands.choices.items()]
+
+
+def test_help_lists_the_exit_statuses_and_how_to_call_a_deployed_stack(capsys):
+    """--help did not say what the exit statuses mean, nor how to reach a
+    deployed stack (which needs --auth iam; the default is none)."""
+    status, out, _ = run(capsys, "--help")
+    assert status == 0
+    for code in range(6):
+        assert re.search(rf"^\s+{code}\s+\S", out, re.MULTILINE), f"exit status {code} not explained"
+    assert "--auth iam" in out
+    assert "AWS_REGION" in out
+    assert "AWS_PROFILE" in out
+
+
+@pytest.mark.parametrize(("command", "parser"), all_parsers(), ids=[name for name, _ in all_parsers()])
+def test_every_argument_has_help_and_every_option_its_default(command, parser):
+    """--auth's default (none) and the other defaults were not in the help;
+    positional arguments had no help at all."""
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
+            continue
+        assert action.help, f"{command} {action.dest}: no help"
+        if action.option_strings:
+            assert "default" in action.help, f"{command} {action.option_strings[0]}: no default in its help"
