@@ -50,9 +50,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--state-file",
         type=Path,
         default=DEFAULT_STATE,
-        help="where the embedded tables' state is kept (default .dev-state/dynamodb.json)",
+        help="where the embedded tables' state is kept (default .dev-state/dynamodb.json); "
+        "one dev server per file, so a second server needs its own",
     )
-    parser.add_argument("--fresh", action="store_true", help="start with empty embedded tables")
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start with empty embedded tables (the state replaced is kept as <state file>.bak-<UTC time>)",
+    )
     parser.add_argument(
         "--parameter",
         action="append",
