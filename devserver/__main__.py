@@ -239,7 +239,6 @@ def _run(args: argparse.Namespace, stopper: _Stopper) -> None:
         if embedded is not None:
             embedded.stop()
     print("idblocks dev server stopped", flush=True)
-    # the lock goes with the process
 
 
 class _Stopper:

@@ -27,8 +27,9 @@ READMES = [ROOT / "README.md", ROOT / "client" / "README.md"]
 MAKEFILE = ROOT / "Makefile"
 SHELL_BLOCK = re.compile(r"^```(?:sh|bash|shell|console)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 SEPARATORS = {";", "&&", "||", "|", "&"}
-# Tools the READMEs use that this project does not install: the reader brings them.
-EXTERNAL_TOOLS = {"curl", "docker", "aws", "export", "pyenv", "git", "cd"}
+# Tools the READMEs use that this project does not install (the reader brings
+# them) and shell builtins.
+EXTERNAL_TOOLS = {"curl", "docker", "aws", "pyenv", "git", "export", "unset", "echo", "cd"}
 ACTIVATE = "source .venv/bin/activate"
 VENV_BIN = Path(sys.executable).parent
 
