@@ -74,7 +74,7 @@ bench: build  ## Benchmarks (not tests); results land in bench/results/
 clean:  ## Remove everything generated (environments included); DEV_STATE=1 also the dev counters
 	rm -rf .aws-sam $(VENV) $(CHECKOV_VENV) .pytest_cache .ruff_cache .hypothesis .schemathesis \
 		build dist client/build bench/.cache
-	find . \( -name __pycache__ -o -name '*.egg-info' \) -type d -prune -exec rm -rf {} +
+	find . -path ./.git -prune -o \( -name __pycache__ -o -name '*.egg-info' \) -type d -prune -exec rm -rf {} +
 ifeq ($(DEV_STATE),1)
 	rm -rf .dev-state
 else
