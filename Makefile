@@ -14,11 +14,13 @@ export SAM_CLI_TELEMETRY := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 DEV_ARGS ?=
+# `make clean DEV_STATE=1` also deletes the dev server's saved counters.
+DEV_STATE ?=
 
-.PHONY: help venv dev test lint security build unit openapi mutants lock bench clean
+.PHONY: help venv dev test test-long lint security build unit openapi mutants lock bench clean
 
 help:  ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 $(VENV)/.installed: requirements/dev.txt requirements/lock.txt layers/core/requirements.txt client/pyproject.toml
 	@test -n "$(PYTHON313)" || { echo "python3.13 not found: install it (pyenv install 3.13.0) or put it on PATH"; exit 1; }
@@ -38,6 +40,9 @@ dev: venv  ## Run the API on http://127.0.0.1:3000 (DEV_ARGS="--port 3001 --fres
 
 test: lint security build  ## Everything CI runs: lint, security scan, sam build, the test suites
 	IDBLOCKS_REQUIRE_BUILD=1 python -m pytest
+
+test-long: venv build  ## The test suites with the concurrency proof twenty times longer (pytest --long)
+	IDBLOCKS_REQUIRE_BUILD=1 python -m pytest --long
 
 lint: venv  ## ruff, cfn-lint, sam validate --lint
 	ruff check .
@@ -66,5 +71,12 @@ lock: venv  ## Re-pin every transitive dependency into requirements/lock.txt
 bench: build  ## Benchmarks (not tests); results land in bench/results/
 	python -m bench
 
-clean:  ## Remove build output and the environment
-	rm -rf .aws-sam $(VENV) $(CHECKOV_VENV) .pytest_cache .ruff_cache
+clean:  ## Remove everything generated (environments included); DEV_STATE=1 also the dev counters
+	rm -rf .aws-sam $(VENV) $(CHECKOV_VENV) .pytest_cache .ruff_cache .hypothesis .schemathesis \
+		build dist client/build bench/.cache
+	find . -path ./.git -prune -o \( -name __pycache__ -o -name '*.egg-info' \) -type d -prune -exec rm -rf {} +
+ifeq ($(DEV_STATE),1)
+	rm -rf .dev-state
+else
+	@test ! -e .dev-state || echo "kept .dev-state/ (the dev server's counters): make clean DEV_STATE=1 removes it too"
+endif

@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import urlparse
@@ -49,9 +50,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--state-file",
         type=Path,
         default=DEFAULT_STATE,
-        help="where the embedded tables' state is kept (default .dev-state/dynamodb.json)",
+        help="where the embedded tables' state is kept (default .dev-state/dynamodb.json); "
+        "one dev server per file, so a second server needs its own",
     )
-    parser.add_argument("--fresh", action="store_true", help="start with empty embedded tables")
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start with empty embedded tables (the state replaced is kept as <state file>.bak-<UTC time>)",
+    )
     parser.add_argument(
         "--parameter",
         action="append",
@@ -111,6 +117,19 @@ def check_endpoint(endpoint: str) -> Any:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    stopper = _Stopper()
+    # Explicit handlers for both: a shell starts background jobs with SIGINT
+    # ignored, and Python then never installs its Ctrl-C handler, so a server
+    # started with `make dev &`, nohup or setsid would ignore `kill -INT`.
+    signal.signal(signal.SIGINT, stopper.request)
+    signal.signal(signal.SIGTERM, stopper.request)
+    try:
+        _run(args, stopper)
+    except _Stop:
+        print("idblocks dev server stopped before it was ready", flush=True)
+
+
+def _run(args: argparse.Namespace, stopper: _Stopper) -> None:
     try:
         template = Template(parameter_overrides=dict(args.parameter))
     except ValueError as exc:
@@ -122,9 +141,10 @@ def main(argv: list[str] | None = None) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
     from devserver.dynamodb import LOCAL_CREDENTIALS, EmbeddedDynamoDB, create_tables, load_items
+    from devserver.lock import StateInUse, StateLock
     from devserver.state import StateError, StateFile
 
-    embedded = state = None
+    embedded = state = lock = None
     if args.dynamodb_endpoint:
         if not urlparse(args.dynamodb_endpoint).hostname.endswith("amazonaws.com"):
             for key, value in LOCAL_CREDENTIALS.items():
@@ -139,11 +159,24 @@ def main(argv: list[str] | None = None) -> None:
         where = f"{endpoint} (tables {', '.join(LOCAL_TABLE_NAMES.values())})"
     else:
         os.environ.update(LOCAL_CREDENTIALS)
-        state = StateFile(args.state_file)
+        # Held from before the state is read until the process ends: the
+        # kernel releases it however the process dies.
         try:
+            lock = StateLock(args.state_file).acquire()
+        except StateInUse as exc:
+            fail(str(exc))
+        except OSError as exc:
+            fail(f"cannot lock {args.state_file}.lock: {exc.strerror or exc}")
+        state = StateFile(args.state_file)
+        backup = None
+        try:
+            if args.fresh:
+                backup = state.backup()
             saved = None if args.fresh else state.load()
         except StateError as exc:
             fail(str(exc))
+        except OSError as exc:
+            fail(f"cannot back up state file {args.state_file}: {exc.strerror or exc}")
         embedded = EmbeddedDynamoDB().start()
         endpoint = embedded.endpoint
         from devserver.dynamodb import client
@@ -154,9 +187,13 @@ def main(argv: list[str] | None = None) -> None:
             if logical_id in LOCAL_TABLE_NAMES:
                 load_items(dynamodb, LOCAL_TABLE_NAMES[logical_id], items)
         restored = len((saved or {}).get("CountersTable", []))
-        where = f"embedded, kept in {_shown(args.state_file)}" + (
-            " (fresh)" if args.fresh else f" ({restored} counter(s) restored)"
-        )
+        if not args.fresh:
+            how = f"{restored} counter(s) restored"
+        elif backup is not None:
+            how = f"fresh; the state it replaces is kept in {_shown(backup)}"
+        else:
+            how = "fresh"
+        where = f"embedded, kept in {_shown(args.state_file)} ({how})"
 
     # The functions' environment, as template.yaml sets it, pointed at this DynamoDB.
     # Tracing needs the X-Ray daemon, which is not here.
@@ -169,39 +206,68 @@ def main(argv: list[str] | None = None) -> None:
     from devserver.server import InProcessRunner, create_app, load_api, serve
     from scripts.openapi import document
 
+    saving = threading.Lock()
+
     def persist() -> None:
+        # One snapshot-and-save at a time, so an older snapshot never lands
+        # after a newer one (the last save on the way out races the last request).
         if embedded is not None and state is not None:
-            state.save({lid: embedded.items(name) for lid, name in LOCAL_TABLE_NAMES.items()})
+            with saving:
+                state.save({lid: embedded.items(name) for lid, name in LOCAL_TABLE_NAMES.items()})
 
     runner = InProcessRunner(template.functions, after_invoke=persist, show_metrics=args.metrics)
-    runner.preload()
-    api = load_api(template.path, template.parameters)
-    app = create_app(api, runner, document())
     try:
-        server = serve(app, args.host, args.port)
-    except OSError as exc:
-        if embedded is not None:
-            embedded.stop()
-        fail(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
-    persist()  # a fresh start replaces the old state only once the server is up
-
-    url = f"http://{_url_host(args.host)}:{server.server_port}"
-    banner(url, where, api)
-
-    def stop(*_: object) -> None:
-        raise _Stop
-
-    signal.signal(signal.SIGTERM, stop)
-    try:
-        server.serve_forever()
-    except (KeyboardInterrupt, _Stop):
-        pass
-    finally:
-        server.server_close()
+        runner.preload()
+        api = load_api(template.path, template.parameters)
+        app = create_app(api, runner, document())
+        try:
+            server = serve(app, args.host, args.port)
+        except OSError as exc:
+            fail(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
+        persist()  # a fresh start replaces the old state only once the server is up
+        url = f"http://{_url_host(args.host)}:{server.server_port}"
+        if lock is not None:
+            lock.note(pid=os.getpid(), port=server.server_port, url=url)
+        banner(url, where, api)
+        try:
+            stopper.serving(server)
+            server.serve_forever()
+        finally:
+            server.server_close()
         persist()
+    finally:
         if embedded is not None:
             embedded.stop()
-        print("idblocks dev server stopped", flush=True)
+    print("idblocks dev server stopped", flush=True)
+
+
+class _Stopper:
+    """SIGINT/SIGTERM: before the server is up, abandon the start (nothing is
+    saved yet beyond what a crash would leave); once it serves, ask
+    serve_forever to return after the request in hand, so the last response
+    is saved before the process goes."""
+
+    def __init__(self) -> None:
+        self._server: Any = None
+        self._stopping = False
+
+    def serving(self, server: Any) -> None:
+        self._server = server
+        if self._stopping:
+            self._shut_down()
+
+    def request(self, *_: object) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        if self._server is None:
+            raise _Stop
+        self._shut_down()
+
+    def _shut_down(self) -> None:
+        # shutdown() waits for serve_forever, which runs on this (the main)
+        # thread under the signal handler: it must be called from another.
+        threading.Thread(target=self._server.shutdown, name="stop", daemon=True).start()
 
 
 def _shown(path: Path) -> str:

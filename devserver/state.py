@@ -4,14 +4,17 @@ A counter service whose local copy starts again from 1 hands out the same IDs
 twice in a developer's data; so the state is written after every request that
 changed it, before the response goes out, and atomically (a temporary file,
 fsync, rename), so a crash leaves either the old state or the new one. A file
-that cannot be read is an error, never silently replaced.
+that cannot be read is an error, never silently replaced. Starting with
+--fresh first copies the state it is about to replace to a backup beside it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +57,33 @@ class StateFile:
             )
         self._last_written = _serialise(tables)
         return tables
+
+    def backup(self, now: float | None = None) -> Path | None:
+        """Copy the state file to ``<name>.bak-<UTC time>`` beside it, before
+        --fresh replaces it; returns the copy's path, or None when there is no
+        state file. The copy is taken whatever the file holds (even one that
+        cannot be read as state): it is the developer's data."""
+        if not self.path.is_file():
+            return None
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+        for attempt in range(100):
+            suffix = f".bak-{stamp}" + (f"-{attempt}" if attempt else "")
+            target = self.path.with_name(self.path.name + suffix)
+            try:
+                # O_EXCL: two fresh starts in one second never overwrite each other's backup.
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                continue
+            try:
+                with os.fdopen(fd, "wb") as out, self.path.open("rb") as source:
+                    shutil.copyfileobj(source, out)
+                    out.flush()
+                    os.fsync(out.fileno())
+            except BaseException:
+                target.unlink(missing_ok=True)
+                raise
+            return target
+        raise StateError(f"cannot find a free backup name for {self.path} (.bak-{stamp}-N)")
 
     def save(self, tables: dict[str, list[dict[str, Any]]]) -> bool:
         """Write the tables if they changed since the last write; True if written."""

@@ -5,13 +5,18 @@ from __future__ import annotations
 import json
 import signal
 import socket
+import subprocess
+import sys
+import threading
+import time
 
 import pytest
 import requests
 
 from devserver.__main__ import LOCAL_TABLE_NAMES
 from devserver.dynamodb import EmbeddedDynamoDB, client
-from tests.support.devserver import DevServer, run_devserver
+from devserver.template import ROOT
+from tests.support.devserver import DevServer, run_devserver, subprocess_environment
 
 
 @pytest.fixture
@@ -195,3 +200,154 @@ def test_an_unreadable_state_file_is_reported(tmp_path):
     directory.mkdir()
     done = run_devserver("--state-file", str(directory))
     assert_one_line_error(done, "cannot read state file")
+
+
+# -- one owner per state file -------------------------------------------------
+
+
+def test_a_second_dev_server_on_the_same_state_refuses_at_once(state_file):
+    """Two dev servers on one state file each counted on from what they had
+    loaded and both answered the same ID; the second must refuse to start,
+    naming the first one's port and pid and the way to run two."""
+    with DevServer(state_file=state_file) as first:
+        assert first.post("/counters/orders/next").json()["id"] == 1
+        second = DevServer(state_file=state_file, timeout=60)
+        try:
+            started = second.try_start()
+        finally:
+            if second.process is not None:
+                second.stop()
+        assert not started, "a second dev server started on the same state file"
+        assert second.process.returncode == 2
+        errors = [line for line in second.output if "error" in line]
+        assert len(errors) == 1, second.output
+        port = first.url.rsplit(":", 1)[1]
+        assert f"port {port}" in errors[0]
+        assert f"pid {first.process.pid}" in errors[0]
+        assert "--state-file" in errors[0]
+        assert "Traceback" not in "".join(second.output)
+        # the first one is untouched and carries on
+        assert first.post("/counters/orders/next").json()["id"] == 2
+
+
+def test_two_dev_servers_started_together_on_one_state_one_wins(state_file):
+    """Started at the same moment, exactly one of two servers gets the state."""
+    servers = [DevServer(state_file=state_file) for _ in range(2)]
+    outcome: dict[int, bool] = {}
+    threads = [
+        threading.Thread(target=lambda i=i: outcome.__setitem__(i, servers[i].try_start())) for i in range(2)
+    ]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert sorted(outcome.values()) == [False, True], outcome
+        winner = servers[next(i for i, ready in outcome.items() if ready)]
+        assert winner.post("/counters/orders/next").json()["id"] == 1
+    finally:
+        for server in servers:
+            if server.process is not None:
+                server.stop()
+
+
+def test_after_the_owner_is_killed_a_new_server_takes_over_without_repeating(state_file):
+    """SIGKILL gives the owner no chance to clean up: the lock must still go
+    with the process, and the next server continue above every ID handed out."""
+    owner = DevServer(state_file=state_file).start()
+    try:
+        handed_out = [owner.post("/counters/orders/next").json()["id"] for _ in range(3)]
+        batch = owner.post("/counters/orders/batch", {"count": 10}).json()
+        handed_out += list(range(batch["start"], batch["end"] + 1))
+        refused = DevServer(state_file=state_file)
+        assert not refused.try_start(), "a second dev server started while the owner lived"
+    finally:
+        owner.stop(signal.SIGKILL)
+    assert owner.process.returncode == -signal.SIGKILL
+    with DevServer(state_file=state_file) as successor:
+        after = [successor.post("/counters/orders/next").json()["id"] for _ in range(3)]
+    assert min(after) > max(handed_out)
+    assert len(set(handed_out + after)) == len(handed_out) + len(after)
+
+
+def test_the_lock_does_not_stand_in_the_way_of_separate_state_files(tmp_path):
+    with DevServer(state_file=tmp_path / "a.json") as a, DevServer(state_file=tmp_path / "b.json") as b:
+        assert a.post("/counters/orders/next").json()["id"] == 1
+        assert b.post("/counters/orders/next").json()["id"] == 1
+
+
+# -- stopping -----------------------------------------------------------------
+
+
+def _ignore_sigint() -> None:
+    # What a non-interactive shell does to a background job (`make dev &`, nohup).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_stops_cleanly_on_a_signal_even_when_started_with_sigint_ignored(state_file, sig):
+    """A server started in the background inherits SIGINT ignored; it used to
+    go on serving after `kill -INT`, and the test helpers then hung on it."""
+    dev = DevServer(state_file=state_file, preexec_fn=_ignore_sigint).start()
+    try:
+        assert dev.post("/counters/orders/next").json()["id"] == 1
+    finally:
+        code = dev.stop(sig, grace=30)
+    assert code == 0, "".join(dev.output)
+    assert "idblocks dev server stopped" in dev.output[-1]
+    saved = json.loads(state_file.read_text())["tables"]["CountersTable"]
+    assert [item["hwm"]["N"] for item in saved] == ["1"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_start_stops_it_and_frees_the_state(state_file, sig):
+    """A signal before the server is ready abandons the start cleanly, and the
+    state file's lock goes with it."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "devserver", "--port", "0", "--state-file", str(state_file)],
+        cwd=ROOT,
+        env=subprocess_environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=_ignore_sigint,
+    )
+    try:
+        # The lock file appears once main() runs, after the handlers are in place.
+        lock = state_file.with_name(state_file.name + ".lock")
+        for _ in range(600):
+            if lock.exists() or process.poll() is not None:
+                break
+            time.sleep(0.1)
+        process.send_signal(sig)
+        out, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=30)
+    assert process.returncode == 0, out
+    assert "Traceback" not in out
+    assert "stopped" in out
+    with DevServer(state_file=state_file) as after:
+        assert after.post("/counters/orders/next").json()["id"] == 1
+
+
+# -- --fresh keeps what it replaces --------------------------------------------
+
+
+def test_fresh_keeps_a_backup_of_the_state_it_replaces_and_says_where(state_file):
+    """--fresh used to overwrite the saved counters with nothing to go back to."""
+    with DevServer(state_file=state_file) as dev:
+        dev.post("/counters/orders/batch", {"count": 50})
+    before = state_file.read_text()
+    with DevServer("--fresh", state_file=state_file) as fresh:
+        assert fresh.post("/counters/orders/next").json()["id"] == 1
+    backups = sorted(state_file.parent.glob(state_file.name + ".bak-*"))
+    assert len(backups) == 1, backups
+    assert backups[0].read_text() == before
+    assert str(backups[0]) in "".join(fresh.output)
+    # a second fresh start keeps its own backup, never overwriting the first
+    with DevServer("--fresh", state_file=state_file):
+        pass
+    assert len(list(state_file.parent.glob(state_file.name + ".bak-*"))) == 2
+    assert backups[0].read_text() == before

@@ -70,12 +70,14 @@ def cluster(servers: int = 2, faults: dict[str, float] | None = None, seed: int 
     finally:
         if proxy is not None:
             proxy.enabled = False
-        for server in started:
-            if server.process is not None and server.process.poll() is None:
-                server.stop()
-        if proxy is not None:
-            proxy.__exit__()
-        dynamodb.stop()
+        # An ExitStack runs every stop even if one raises, so no server outlives the test.
+        with contextlib.ExitStack() as stops:
+            stops.callback(dynamodb.stop)
+            if proxy is not None:
+                stops.callback(proxy.__exit__)
+            for server in started:
+                if server.process is not None:
+                    stops.callback(server.stop)  # SIGTERM, then SIGKILL after a bounded wait
 
 
 def hammer(

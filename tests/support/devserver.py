@@ -2,29 +2,110 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import subprocess
 import sys
 import threading
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import requests
 
 from devserver.template import ROOT
 
+# Every dev server a test started and has not seen end: killed when the test
+# process exits, whatever became of the test that started it.
+_LIVE: set[subprocess.Popen[str]] = set()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for process in list(_LIVE):
+        _stop_process(process, signal.SIGKILL, grace=0)
+
+
+def _stop_process(process: subprocess.Popen[str], sig: int, grace: float) -> None:
+    """As a supervisor stops a service: the signal, a bounded wait, then SIGKILL."""
+    try:
+        if process.poll() is None:
+            process.send_signal(sig)
+            try:
+                process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=30)
+    finally:
+        if process.poll() is not None:
+            _LIVE.discard(process)
+
+
+def subprocess_environment() -> dict[str, str]:
+    """This process's environment without the tests' fake AWS settings: the
+    dev server sets up its own, as it does for a developer."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "POWERTOOLS_"))}
+    return env | {"PYTHONUNBUFFERED": "1"}
+
 
 class DevServer:
-    def __init__(self, *args: str, state_file: Path | None = None, timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        *args: str,
+        state_file: Path | None = None,
+        timeout: float = 60.0,
+        preexec_fn: Callable[[], object] | None = None,
+    ) -> None:
         self.args = ["--port", "0", *args]
         if state_file is not None:
             self.args += ["--state-file", str(state_file)]
         self.timeout = timeout
+        self.preexec_fn = preexec_fn
         self.process: subprocess.Popen[str] | None = None
         self.url = ""
         self.output: list[str] = []
         self._reader: threading.Thread | None = None
+
+    def start(self) -> DevServer:
+        if not self.try_start():
+            raise AssertionError("dev server did not start:\n" + "".join(self.output))
+        return self
+
+    def try_start(self) -> bool:
+        """Start it; True once it is ready, False if it exited first (its
+        output and exit code are then in ``output`` and ``process``)."""
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "devserver", *self.args],
+            cwd=ROOT,
+            env=subprocess_environment(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            # preexec_fn only sets signal dispositions, which is safe between fork and exec.
+            preexec_fn=self.preexec_fn,
+        )
+        _LIVE.add(self.process)
+        # readline() blocks, so the deadline is kept by a watchdog that kills a
+        # server which neither becomes ready nor exits.
+        watchdog = threading.Timer(self.timeout, self.process.kill)
+        watchdog.start()
+        try:
+            assert self.process.stdout is not None
+            for line in self.process.stdout:
+                self.output.append(line)
+                if line.startswith("ready: "):
+                    self.url = line.split()[1]
+                    break
+        finally:
+            watchdog.cancel()
+        if not self.url:
+            self.process.wait(timeout=30)
+            _LIVE.discard(self.process)
+            return False
+        # Keep draining its log, or a chatty server fills the pipe and blocks.
+        self._reader = threading.Thread(target=self._drain, name="devserver-log", daemon=True)
+        self._reader.start()
+        return True
 
     def _drain(self) -> None:
         assert self.process is not None
@@ -32,39 +113,14 @@ class DevServer:
         for line in self.process.stdout:
             self.output.append(line)
 
-    def start(self) -> DevServer:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "POWERTOOLS_"))}
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "devserver", *self.args],
-            cwd=ROOT,
-            env=env | {"PYTHONUNBUFFERED": "1"},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        deadline = time.monotonic() + self.timeout
-        assert self.process.stdout is not None
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            if not line:
-                break
-            self.output.append(line)
-            if line.startswith("ready: "):
-                self.url = line.split()[1]
-                # Keep reading its log: a full pipe would block the server mid-request.
-                self._reader = threading.Thread(target=self._drain, daemon=True)
-                self._reader.start()
-                return self
-        self.process.kill()
-        raise AssertionError("dev server did not start:\n" + "".join(self.output))
-
-    def stop(self, sig: int = signal.SIGINT) -> int:
-        """Stop it like Ctrl-C (or another signal) and return its exit code."""
+    def stop(self, sig: int = signal.SIGTERM, grace: float = 30.0) -> int:
+        """Stop it with ``sig`` (SIGTERM, as a supervisor does; SIGINT is
+        Ctrl-C) and return its exit code; SIGKILL if it has not gone after
+        ``grace`` seconds, which the caller sees as exit code -9."""
         assert self.process is not None
-        self.process.send_signal(sig)
-        self.process.wait(timeout=30)
+        _stop_process(self.process, sig, grace)
         if self._reader is not None:
-            self._reader.join(timeout=30)  # the rest of its output
+            self._reader.join(timeout=30)
         return self.process.returncode
 
     def __enter__(self) -> DevServer:
@@ -89,11 +145,10 @@ class DevServer:
 
 def run_devserver(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
     """Run it to completion (for arguments that make it exit)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "POWERTOOLS_"))}
     return subprocess.run(
         [sys.executable, "-m", "devserver", *args],
         cwd=ROOT,
-        env=env,
+        env=subprocess_environment(),
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -1,0 +1,272 @@
+"""The READMEs' commands run as written, the Makefile and its table agree,
+`make clean` removes what the project generates, and samconfig.toml deploys
+what the README says.
+
+The commands are read from the READMEs as they are now, so a command added
+later is checked too.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from devserver.__main__ import parse_args as devserver_args
+from devserver.template import ROOT
+from idblocks.cli import parser as idblocks_parser
+
+READMES = [ROOT / "README.md", ROOT / "client" / "README.md"]
+MAKEFILE = ROOT / "Makefile"
+SHELL_BLOCK = re.compile(r"^```(?:sh|bash|shell|console)\n(.*?)^```", re.MULTILINE | re.DOTALL)
+SEPARATORS = {";", "&&", "||", "|", "&"}
+# Tools the READMEs use that this project does not install (the reader brings
+# them) and shell builtins.
+EXTERNAL_TOOLS = {"curl", "docker", "aws", "pyenv", "git", "export", "unset", "echo", "cd"}
+ACTIVATE = "source .venv/bin/activate"
+VENV_BIN = Path(sys.executable).parent
+
+
+def readme_commands() -> list[tuple[str, list[str]]]:
+    """(README name, argv) for every command in the READMEs' shell blocks."""
+    found = []
+    for readme in READMES:
+        for block in SHELL_BLOCK.findall(readme.read_text()):
+            for line in block.replace("\\\n", " ").splitlines():
+                if not line.strip() or line.lstrip().startswith("#"):
+                    continue  # a comment line shows output
+                lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+                lexer.whitespace_split = True
+                command: list[str] = []
+                for token in [*lexer, ";"]:
+                    if token in SEPARATORS:
+                        if command:
+                            found.append((readme.relative_to(ROOT).as_posix(), command))
+                        command = []
+                    else:
+                        command.append(token)
+    return found
+
+
+def makefile_targets(documented_only: bool = False) -> set[str]:
+    pattern = r"^([a-z][a-z-]*):(?!=).*## " if documented_only else r"^([a-z][a-z-]*):(?!=)"
+    return set(re.findall(pattern, MAKEFILE.read_text(), re.MULTILINE))
+
+
+def makefile_variables() -> set[str]:
+    return set(re.findall(r"^([A-Z_][A-Z0-9_]*)\s*[?:]?=", MAKEFILE.read_text(), re.MULTILINE))
+
+
+def samconfig() -> dict:
+    return tomllib.loads((ROOT / "samconfig.toml").read_text())
+
+
+def tracked_top_level() -> set[str]:
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True)
+    return {path.split("/", 1)[0] for path in listed.stdout.splitlines()}
+
+
+COMMANDS = readme_commands()
+
+
+def test_the_readmes_have_commands_to_check():
+    """Guards the extraction itself: an empty list would pass every check."""
+    words = {argv[0] for _, argv in COMMANDS}
+    assert {"make", "curl"} <= words, words
+    assert len(COMMANDS) >= 10
+
+
+def _check_make(argv: list[str]) -> None:
+    targets = makefile_targets()
+    for arg in argv[1:]:
+        if arg.startswith("-"):
+            continue
+        name, is_variable, value = arg.partition("=")
+        if is_variable:
+            assert name in makefile_variables(), f"the Makefile has no variable {name}"
+            if name == "DEV_ARGS":
+                _check_devserver(shlex.split(value))
+        else:
+            assert arg in targets, f"the Makefile has no target {arg}"
+
+
+def _check_devserver(args: list[str]) -> None:
+    try:
+        devserver_args(args)
+    except SystemExit:
+        pytest.fail(f"the dev server rejects {args}")
+
+
+def _check_venv_tool(readme: str, argv: list[str]) -> None:
+    name = argv[0]
+    assert (VENV_BIN / name).exists(), f"{name} is neither in .venv/bin nor a listed external tool"
+    # The command only runs as written if the README says how .venv/bin gets on PATH.
+    assert ACTIVATE in (ROOT / "README.md").read_text(), f"{readme} uses {name} but never says `{ACTIVATE}`"
+    if name == "idblocks":
+        try:
+            idblocks_parser().parse_args(argv[1:])
+        except SystemExit:
+            pytest.fail(f"the idblocks command line rejects {argv[1:]}")
+    if name == "sam" and "--config-env" in argv:
+        env = argv[argv.index("--config-env") + 1]
+        assert env in samconfig(), f"samconfig.toml has no [{env}]"
+    if name in ("python", "python3") and "-m" in argv:
+        module = argv[argv.index("-m") + 1]
+        assert importlib.util.find_spec(module) is not None, f"no module {module}"
+        if module == "devserver":
+            _check_devserver(argv[argv.index("-m") + 2 :])
+
+
+def _check_paths(argv: list[str]) -> None:
+    """Arguments that name a file of this repository name one that exists."""
+    tracked = tracked_top_level()
+    for arg in argv[1:]:
+        path = arg.split("=", 1)[-1]
+        if "://" in path or path.startswith(("/", "-")) or "/" not in path:
+            continue
+        if path.removeprefix("./").split("/", 1)[0] in tracked:
+            assert (ROOT / path).exists(), f"{path} does not exist"
+
+
+@pytest.mark.parametrize(("readme", "argv"), COMMANDS, ids=[" ".join(argv)[:60] for _, argv in COMMANDS])
+def test_each_readme_command_names_something_that_exists(readme, argv):
+    """`pytest --long`, `sam build` and `idblocks next orders` failed as
+    written (command not found): nothing said the tools live in .venv/bin."""
+    while argv and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", argv[0]):
+        argv = argv[1:]  # VAR=value in front of a command
+    word = argv[0]
+    if word in ("source", "."):
+        assert (ROOT / argv[1]).exists(), f"{argv[1]} does not exist"
+    elif word == "make":
+        _check_make(argv)
+    elif word in EXTERNAL_TOOLS:
+        pass
+    elif word.startswith((".venv/bin/", "./")) or "/" in word:
+        name = word.removeprefix(".venv/bin/")
+        if word.startswith(".venv/bin/"):
+            _check_venv_tool(readme, [name, *argv[1:]])
+        else:
+            assert (ROOT / word).exists(), f"{word} does not exist"
+    else:
+        _check_venv_tool(readme, argv)
+    _check_paths(argv)
+
+
+def test_the_venv_activation_the_readme_names_is_what_make_venv_creates():
+    """The README's way onto PATH must point at the environment the Makefile builds."""
+    assert re.search(r"^VENV := \.venv$", MAKEFILE.read_text(), re.MULTILINE)
+    assert (VENV_BIN / "activate").exists()
+    assert VENV_BIN.parent.resolve() == (ROOT / ".venv").resolve()
+
+
+# -- the Makefile and the Commands table ---------------------------------------
+
+
+def commands_table() -> set[str]:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("\n## Commands\n", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"^\| `make ([a-z-]+)`", section, re.MULTILINE))
+
+
+def test_every_make_target_is_in_the_commands_table_and_in_make_help():
+    """The table left out help, venv, lint, security, build, unit and clean."""
+    documented = makefile_targets(documented_only=True)
+    assert makefile_targets() == documented, "a target without a `## ` description is missing from make help"
+    assert commands_table() == documented
+    shown = subprocess.run(
+        ["make", "-s", "-f", str(MAKEFILE), "help"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert set(re.findall(r"^  make (\S+)", shown.stdout, re.MULTILINE)) == documented
+
+
+# -- make clean ----------------------------------------------------------------
+
+
+def generated_paths() -> list[str]:
+    """One instance of every .gitignore pattern, and of those that appear in
+    subdirectories (build output of the client, bytecode, egg-info)."""
+    paths = []
+    for line in (ROOT / ".gitignore").read_text().splitlines():
+        pattern = line.strip()
+        if pattern and not pattern.startswith("#"):
+            paths.append(pattern.rstrip("/").replace("*", "made"))
+    return [*paths, "client/build", "client/idblocks.egg-info", "devserver/__pycache__", "bench/.cache"]
+
+
+def _make_clean(tree: Path, *variables: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["make", "-s", "-f", str(MAKEFILE), "-C", str(tree), "clean", *variables],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_clean_removes_what_the_project_generates_and_keeps_dev_state_unless_asked(tmp_path):
+    """`make clean` left .hypothesis/, client/build, client/*.egg-info and
+    bench/.cache behind. It runs here on a scratch tree, never this checkout."""
+    generated = generated_paths()
+    for relative in generated:
+        path = tmp_path / relative
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "file").write_text("generated")
+    for kept in ("client/idblocks/__init__.py", "bench/results/client.json", "README.md"):
+        (tmp_path / kept).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / kept).write_text("source")
+
+    done = _make_clean(tmp_path)
+    assert done.returncode == 0, done.stderr
+    left = [relative for relative in generated if (tmp_path / relative).exists()]
+    assert left == [".dev-state"], f"make clean left {left}"
+    assert "DEV_STATE=1" in done.stdout
+    for kept in ("client/idblocks/__init__.py", "bench/results/client.json", "README.md"):
+        assert (tmp_path / kept).read_text() == "source"
+
+    done = _make_clean(tmp_path, "DEV_STATE=1")
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / ".dev-state").exists()
+    assert (tmp_path / "README.md").exists()
+
+
+# -- samconfig.toml and the README ---------------------------------------------
+
+
+def readme_parameter_defaults() -> dict[str, str]:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("\n## Deploy\n", 1)[1].split("\n## ", 1)[0]
+    defaults = {}
+    for row in re.findall(r"^\|(.+)\|$", section, re.MULTILINE):
+        cells = [cell.strip() for cell in row.split("|")]
+        names = re.findall(r"`(\w+)`", cells[0])
+        values = [value.strip().strip("`") for value in cells[1].split(" / ")]
+        if names and len(names) == len(values):
+            defaults.update(zip(names, values, strict=True))
+    return defaults
+
+
+def test_samconfig_default_deploys_what_the_readme_table_says(template):
+    """[default] deployed TableDeletionProtection=false and LogLevel=DEBUG
+    while the README's table says true and INFO."""
+    table = readme_parameter_defaults()
+    assert {"TableDeletionProtection", "LogLevel", "ClientAuth"} <= set(table)
+    overrides = samconfig()["default"]["deploy"]["parameters"]["parameter_overrides"].split()
+    for name, value in (pair.split("=", 1) for pair in overrides):
+        said = table.get(name)
+        assert said == value, f"[default] deploys {name}={value}, the README says {said}"
+        assert str(template.raw["Parameters"][name]["Default"]) == value, name
+
+
+def test_the_readme_names_every_samconfig_environment():
+    deploy = (ROOT / "README.md").read_text().split("\n## Deploy\n", 1)[1].split("\n## ", 1)[0]
+    for env in samconfig():
+        if env not in ("version", "default"):
+            assert f"--config-env {env}" in deploy, f"the README's Deploy section never names [{env}]"
