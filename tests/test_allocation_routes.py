@@ -197,7 +197,7 @@ def test_error_bodies_are_json_with_code_and_message(api):
     assert json.dumps(reply.body)  # plain JSON, no stack trace objects
 
 
-NAME_RULE = "counter name must be 1-128 characters of A-Z, a-z, 0-9, '_', '.' or '-'"
+NAME_RULE = "counter name must be 1-128 characters of A-Z, a-z, 0-9, '_', '.' or '-', and not '.' or '..'"
 KEY_RULE = "Idempotency-Key must be 1-128 printable ASCII characters without spaces"
 
 

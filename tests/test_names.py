@@ -143,6 +143,7 @@ def test_every_allowed_name_round_trips_through_the_client(dev, name):
             "name": name,
             "next": first + 10,
             "max": created["max"],
+            "exhausted": False,
             "created_at": "",
             "updated_at": "",
         }
