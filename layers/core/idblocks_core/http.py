@@ -227,6 +227,8 @@ def allocate(
     thousands of names would each become a billed metric."""
 
     def _record_allocation(block: Block) -> None:
+        if block.replayed:  # handed out, and counted, by the write it repeats
+            return
         metrics.add_dimension(name="route", value=route)
         metrics.add_metric(name="IdsAllocated", unit=MetricUnit.Count, value=block.count)
         metrics.add_metric(name="BlocksAllocated", unit=MetricUnit.Count, value=1)

@@ -10,6 +10,13 @@ One item per counter name:
     updated_at  S
     deleted_at  S  present once deleted; the item stays so hwm is never lost
     alloc_token S  token of the last allocation, to recognise a retried write
+    alloc_at    S  when that allocation was written; only allocations set it
+
+Only an allocation writes alloc_token and alloc_at; every other write removes
+both. A token is proof of "our own earlier write" only while it still names
+the counter's last write: an admin write in between (PUT, DELETE, revive)
+would otherwise leave an old token looking fresh, and its replay would hand
+out a block the counter has already moved past or no longer owns.
 
 An allocation is one conditional UpdateItem that ADDs n to hwm and -n to room,
 on condition that the counter is live and room >= n. DynamoDB applies each
@@ -78,11 +85,15 @@ _NAMES = {
     "#updated": "updated_at",
     "#deleted": "deleted_at",
     "#token": "alloc_token",
+    "#alloc_at": "alloc_at",
 }
 _LIVE = "attribute_exists(#hwm) AND attribute_not_exists(#deleted)"
 # A counter's state when it is created (or revived): next ID, max, timestamps.
 _NEW_STATE = "SET #hwm = :hwm, #room = :room, #max = :max, #created = :now, #updated = :now"
 _NEW_STATE_NAMES = ("#hwm", "#room", "#max", "#created", "#updated")
+# Every write that is not an allocation ends with this (see the module docstring).
+_FORGET_ALLOCATION = "REMOVE #token, #alloc_at"
+_ALLOCATION_NAMES = ("#token", "#alloc_at")
 
 
 @functools.cache
@@ -175,11 +186,13 @@ class CounterStore:
         """
         response = self._update(
             Key={"name": _s(name)},
-            UpdateExpression="ADD #hwm :n, #room :minus_n SET #updated = :now, #token = :token",
+            UpdateExpression=(
+                "ADD #hwm :n, #room :minus_n SET #updated = :now, #token = :token, #alloc_at = :now"
+            ),
             ConditionExpression=(
                 f"{_LIVE} AND #room >= :n AND (attribute_not_exists(#token) OR #token <> :token)"
             ),
-            ExpressionAttributeNames=_names("#hwm", "#room", "#updated", "#deleted", "#token"),
+            ExpressionAttributeNames=_names("#hwm", "#room", "#updated", "#deleted", *_ALLOCATION_NAMES),
             ExpressionAttributeValues={
                 ":n": _n(count),
                 ":minus_n": _n(-count),
@@ -196,14 +209,17 @@ class CounterStore:
         if not item:
             raise CounterNotFound(name)
         hwm = int(item["hwm"]["N"])
-        if item.get("alloc_token", {}).get("S") == token:
-            updated = datetime.fromisoformat(item["updated_at"]["S"])
-            if datetime.now(UTC) - updated <= replay_window:
-                # Our own earlier write: it committed, only its answer was lost.
-                return Block(hwm - count + 1, hwm)
-            raise StaleToken
+        # Deleted first: a deleted counter answers no replay, whatever it carries.
         if "deleted_at" in item:
             raise CounterDeleted(name, hwm)
+        if item.get("alloc_token", {}).get("S") == token:
+            allocated_at = item.get("alloc_at", {}).get("S")
+            # An item written before alloc_at existed cannot prove when its
+            # token was written: a new block (a gap) is safe, a replay may not be.
+            if allocated_at and datetime.now(UTC) - datetime.fromisoformat(allocated_at) <= replay_window:
+                # Our own earlier write: it committed, only its answer was lost.
+                return Block(hwm - count + 1, hwm, replayed=True)
+            raise StaleToken
         raise CounterExhausted(name, count, hwm + 1, int(item["max_id"]["N"]))
 
     # -- administration -----------------------------------------------------
@@ -234,9 +250,9 @@ class CounterStore:
             raise BelowHighWaterMark(name, "start", first_id, seen_hwm)
         response = self._update(
             Key={"name": _s(name)},
-            UpdateExpression=f"{_NEW_STATE} REMOVE #deleted",
+            UpdateExpression=f"{_NEW_STATE} {_FORGET_ALLOCATION}, #deleted",
             ConditionExpression="attribute_exists(#deleted) AND #hwm = :seen",
-            ExpressionAttributeNames=_names("#deleted", *_NEW_STATE_NAMES),
+            ExpressionAttributeNames=_names("#deleted", *_NEW_STATE_NAMES, *_ALLOCATION_NAMES),
             ExpressionAttributeValues={**_new_state(first_id, max_id), ":seen": _n(seen_hwm)},
             ReturnValues="ALL_NEW",
         )
@@ -281,9 +297,11 @@ class CounterStore:
         hwm = next_id - 1
         response = self._update(
             Key={"name": _s(name)},
-            UpdateExpression="SET #hwm = :hwm, #room = #max - :hwm, #updated = :now",
+            UpdateExpression=f"SET #hwm = :hwm, #room = #max - :hwm, #updated = :now {_FORGET_ALLOCATION}",
             ConditionExpression=f"{_LIVE} AND #hwm <= :hwm AND #max >= :hwm",
-            ExpressionAttributeNames=_names("#hwm", "#room", "#max", "#updated", "#deleted"),
+            ExpressionAttributeNames=_names(
+                "#hwm", "#room", "#max", "#updated", "#deleted", *_ALLOCATION_NAMES
+            ),
             ExpressionAttributeValues={":hwm": _n(hwm), ":now": _s(now_iso())},
             ReturnValues="ALL_NEW",
         )
@@ -302,9 +320,9 @@ class CounterStore:
         now = now_iso()
         response = self._update(
             Key={"name": _s(name)},
-            UpdateExpression="SET #deleted = :now, #updated = :now",
+            UpdateExpression=f"SET #deleted = :now, #updated = :now {_FORGET_ALLOCATION}",
             ConditionExpression=_LIVE,
-            ExpressionAttributeNames=_names("#hwm", "#deleted", "#updated"),
+            ExpressionAttributeNames=_names("#hwm", "#deleted", "#updated", *_ALLOCATION_NAMES),
             ExpressionAttributeValues={":now": _s(now)},
         )
         if "failed" in response:
