@@ -8,6 +8,8 @@ is an ID handed out twice.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from typing import Annotated, Any
 
@@ -20,6 +22,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel
+from pydantic_core import from_json
 
 from idblocks_core.counters import get_counters
 from idblocks_core.errors import (
@@ -39,6 +42,12 @@ from idblocks_core.schemas import ErrorBody
 JSON = "application/json"
 NO_STORE = {"Cache-Control": "no-store"}
 UNSUPPORTED_MEDIA_TYPE = "send the request body as application/json"
+
+# Every valid body is a few dozen bytes; anything this large is not one, and
+# refusing it before parsing bounds what a request can make the parser do:
+# no integer literal in a body that passes can reach CPython's (and
+# pydantic-core's) 4,300-digit limit.
+MAX_BODY_BYTES = 4096
 
 # Most specific first: the first class an error is an instance of decides.
 _STATUS: tuple[tuple[type[IdBlocksError], int], ...] = (
@@ -130,6 +139,27 @@ def _on_domain_error(error: IdBlocksError) -> Response:
     return error_response(status, error.code, error.message, headers)
 
 
+def parse_body(text: str | bytes) -> Any:
+    """The resolver's JSON parser, in place of json.loads, which raises
+    RecursionError on deep nesting and ValueError on integer literals past
+    CPython's int-string limit (both became 500s). pydantic-core's parser
+    refuses nesting beyond its own recursion limit (about 200 levels) with a
+    ValueError instead. Syntax errors stay JSONDecodeError, which Powertools
+    reports as invalid JSON."""
+    try:
+        data = from_json(text, cache_strings=False)
+    except ValueError as exc:
+        reason = str(exc)
+        if reason.startswith(("recursion limit exceeded", "number out of range")):
+            raise InvalidInput(
+                "invalid_body", "request body is nested too deeply or has too long a number"
+            ) from None
+        raise json.JSONDecodeError(
+            reason, text if isinstance(text, str) else text.decode(errors="replace"), 0
+        ) from None
+    return data
+
+
 def _on_validation_error(error: RequestValidationError) -> Response:
     """Powertools' validation errors, reworded into the API's error body. The
     first problem is reported; the code names the field it is about."""
@@ -170,7 +200,7 @@ ADMIN_SECURITY: list[dict[str, list[str]]] = [{"sigv4": []}]
 
 
 def new_resolver() -> APIGatewayRestResolver:
-    app = APIGatewayRestResolver(enable_validation=True)
+    app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=parse_body)
     app.exception_handler(IdBlocksError)(_on_domain_error)
     app.exception_handler(RequestValidationError)(_on_validation_error)
     app.exception_handler(RequestUnsupportedContentType)(_on_unsupported_content_type)
@@ -187,15 +217,12 @@ def resolve(app: APIGatewayRestResolver, event: dict[str, Any], context: Any) ->
     case-insensitive; Powertools compares them as written, so they are
     lower-cased for it."""
     if event.get("body"):
+        if body_size(event) > MAX_BODY_BYTES:
+            return _raw_error(413, "payload_too_large", f"request body is larger than {MAX_BODY_BYTES} bytes")
         given = {k: v for k, v in (event.get("headers") or {}).items() if str(k).lower() == "content-type"}
         media_type = str(next(iter(given.values()), JSON)).split(";")[0].strip().lower()
         if media_type != JSON:
-            return {
-                "statusCode": 415,
-                "multiValueHeaders": {"Content-Type": [JSON], **{k: [v] for k, v in NO_STORE.items()}},
-                "body": json.dumps(error_body("unsupported_media_type", UNSUPPORTED_MEDIA_TYPE)),
-                "isBase64Encoded": False,
-            }
+            return _raw_error(415, "unsupported_media_type", UNSUPPORTED_MEDIA_TYPE)
         if any(value != value.lower() for value in given.values()):
             event = {**event, "headers": {**event["headers"], **{k: v.lower() for k, v in given.items()}}}
             if event.get("multiValueHeaders"):
@@ -206,6 +233,27 @@ def resolve(app: APIGatewayRestResolver, event: dict[str, Any], context: Any) ->
                 }
                 event["multiValueHeaders"] = {**event["multiValueHeaders"], **lowered}
     return app.resolve(event, context)
+
+
+def body_size(event: dict[str, Any]) -> int:
+    """The body's size in bytes as the caller sent it."""
+    body = str(event["body"])
+    if event.get("isBase64Encoded"):
+        try:
+            return len(base64.b64decode(body))
+        except (binascii.Error, ValueError):
+            return len(body)
+    return len(body.encode(errors="surrogatepass"))
+
+
+def _raw_error(status: int, code: str, message: str) -> dict[str, Any]:
+    """An error answered before the resolver runs, in the proxy response format."""
+    return {
+        "statusCode": status,
+        "multiValueHeaders": {"Content-Type": [JSON], **{k: [v] for k, v in NO_STORE.items()}},
+        "body": json.dumps(error_body(code, message)),
+        "isBase64Encoded": False,
+    }
 
 
 def caller_of(app: APIGatewayRestResolver) -> str:
