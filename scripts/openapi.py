@@ -7,6 +7,7 @@ three functions' resolvers (the routes, parameters and models in the code).
 from __future__ import annotations
 
 import json
+import os
 import re
 
 from aws_lambda_powertools.event_handler.openapi.merge import OpenAPIMerge
@@ -45,7 +46,12 @@ def document() -> dict:
     for logical_id in sorted(functions):
         app = load_module(functions[logical_id]).app
         merge.add_schema(app.get_openapi_schema(title="idblocks", security_schemes=schemes))
-    return tidy(json.loads(merge.get_openapi_json_schema()))
+    doc = tidy(json.loads(merge.get_openapi_json_schema()))
+    # The dev server sets the functions' environment from its template
+    # parameters before it builds this document; GET next is off under AllowGetNext=false.
+    if os.environ.get("ALLOW_GET_NEXT", "true") == "false":
+        del doc["paths"]["/counters/{name}/next"]["get"]
+    return doc
 
 
 def tidy(doc: dict) -> dict:

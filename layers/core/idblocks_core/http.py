@@ -24,6 +24,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel
 from pydantic_core import from_json
 
+from idblocks_core import store
 from idblocks_core.counters import get_counters
 from idblocks_core.errors import (
     Conflict,
@@ -232,7 +233,9 @@ def resolve(app: APIGatewayRestResolver, event: dict[str, Any], context: Any) ->
                     if k in event["multiValueHeaders"]
                 }
                 event["multiValueHeaders"] = {**event["multiValueHeaders"], **lowered}
-    return app.resolve(event, context)
+    # One deadline for every DynamoDB call the request makes (see store).
+    with store.deadline(context):
+        return app.resolve(event, context)
 
 
 def body_size(event: dict[str, Any]) -> int:

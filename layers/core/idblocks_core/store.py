@@ -31,15 +31,20 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import functools
 import json
-from collections.abc import Mapping
+import random
+import time
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from idblocks_core.errors import (
     BelowHighWaterMark,
@@ -55,26 +60,47 @@ from idblocks_core.errors import (
 from idblocks_core.model import Block, Counter
 from idblocks_core.rules import check_name
 
-# botocore's standard retry mode: exponential backoff with jitter on throttling,
-# 5xx and connection errors. Bounded so that the worst case (3 attempts of a
-# 1 s connect + 2 s read, plus backoff) stays inside the function's timeout.
+# What bounds a request is the invocation's deadline, not a count of retries.
+# A keyed request makes three DynamoDB calls, five when it creates the
+# counter, and each may be retried; an attempt starts only if it can end
+# before the cut-off (the deadline less RESPONSE_MARGIN_SECONDS), its read
+# timeout is cut to fit, and a backoff that would leave no time for the next
+# attempt is not slept. Whatever DynamoDB does, the request ends before the
+# function's Timeout: with an answer, or a 503 once the time ran out.
+# botocore makes one attempt per call; call_dynamodb does the retrying, so
+# that no sleep of botocore's (its backoff, a server's x-amz-retry-after)
+# can run past the deadline.
+CONNECT_TIMEOUT_SECONDS = 1.0
+READ_TIMEOUT_SECONDS = 1.0
+# Bounds the load a struggling table gets from one call, not its duration.
+MAX_ATTEMPTS = 4
+# A read timeout shorter than this is not worth an attempt.
+MIN_READ_TIMEOUT_SECONDS = 0.2
+# Kept free at the end of an invocation, for what follows the last call.
+RESPONSE_MARGIN_SECONDS = 0.5
+# Backoff before retry n (1-based): up to BACKOFF_BASE * 2^(n-1) seconds,
+# full jitter; 25 ms as botocore's standard mode uses for DynamoDB errors,
+# and 1 s for throttling, which needs the table to catch up.
+BACKOFF_BASE_SECONDS = 0.025
+THROTTLING_BACKOFF_BASE_SECONDS = 1.0
 BOTO_CONFIG = Config(
-    retries={"mode": "standard", "total_max_attempts": 3},
-    connect_timeout=1,
-    read_timeout=2,
+    retries={"mode": "standard", "total_max_attempts": 1},
+    connect_timeout=CONNECT_TIMEOUT_SECONDS,
+    read_timeout=READ_TIMEOUT_SECONDS,
     tcp_keepalive=True,
 )
 
-_RETRYABLE_CODES = frozenset(
-    {
-        "ThrottlingException",
-        "ProvisionedThroughputExceededException",
-        "RequestLimitExceeded",
-        "InternalServerError",
-        "ServiceUnavailable",
-        "TransactionConflictException",
-    }
+_THROTTLING_CODES = frozenset(
+    {"ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded"}
 )
+_RETRYABLE_CODES = _THROTTLING_CODES | {
+    "InternalServerError",
+    "ServiceUnavailable",
+    "TransactionConflictException",
+}
+# Jitter only: a generator without state of its own, so containers restored
+# from one snapshot do not all back off in step.
+_JITTER = random.SystemRandom()
 
 _NAMES = {
     "#name": "name",
@@ -99,8 +125,103 @@ _ALLOCATION_NAMES = ("#token", "#alloc_at")
 @functools.cache
 def dynamodb_client() -> Any:
     """One client per container, built on first use. The endpoint follows
-    boto3's standard configuration (AWS_ENDPOINT_URL_DYNAMODB for local runs)."""
-    return boto3.session.Session().client("dynamodb", config=BOTO_CONFIG)
+    boto3's standard configuration (AWS_ENDPOINT_URL_DYNAMODB for local runs).
+    Every call on it, the Idempotency utility's included, keeps to the
+    deadline of the invocation it runs in."""
+    client = boto3.session.Session().client("dynamodb", config=BOTO_CONFIG)
+    client.meta.events.register("before-send.dynamodb", _fit_attempt_to_deadline)
+    return client
+
+
+# -- the invocation's deadline ---------------------------------------------------
+
+# time.monotonic() by which the current invocation is to stop calling DynamoDB;
+# None outside an invocation (scripts, tests of the core), where botocore's
+# retry count alone bounds a call.
+_CUTOFF: ContextVar[float | None] = ContextVar("dynamodb_cutoff", default=None)
+
+
+class DeadlineExceeded(BotoCoreError):
+    """The invocation has no time left for another DynamoDB attempt. Not a
+    transient error to botocore, so it is not retried: it ends the call."""
+
+    fmt = "no time left for another DynamoDB attempt before the function's timeout"
+
+
+@contextlib.contextmanager
+def deadline(lambda_context: Any) -> Iterator[None]:
+    """Within this block, DynamoDB calls end before ``lambda_context``'s
+    remaining time runs out (less RESPONSE_MARGIN_SECONDS)."""
+    remaining = getattr(lambda_context, "get_remaining_time_in_millis", None)
+    cutoff = None
+    if remaining is not None:
+        cutoff = time.monotonic() + remaining() / 1000 - RESPONSE_MARGIN_SECONDS
+    token = _CUTOFF.set(cutoff)
+    try:
+        yield
+    finally:
+        _CUTOFF.reset(token)
+
+
+def seconds_left() -> float | None:
+    """Seconds until the current invocation's cut-off; None outside one."""
+    cutoff = _CUTOFF.get()
+    return None if cutoff is None else cutoff - time.monotonic()
+
+
+def _fit_attempt_to_deadline(request: Any, **_: Any) -> None:
+    """botocore's before-send hook: shorten the read timeout of an attempt to
+    what is left before the cut-off, or refuse the attempt (DeadlineExceeded,
+    which botocore does not retry) when too little is left."""
+    left = seconds_left()
+    if left is None:
+        return
+    usable = left - CONNECT_TIMEOUT_SECONDS
+    if usable < MIN_READ_TIMEOUT_SECONDS:
+        raise DeadlineExceeded()
+    request.context["read_timeout"] = min(READ_TIMEOUT_SECONDS, usable)
+
+
+def _transient(exc: Exception) -> bool:
+    if isinstance(exc, ClientError):
+        return _error_code(exc) in _RETRYABLE_CODES
+    # Timeouts, refused and dropped connections, as botocore's standard mode sees them.
+    return isinstance(exc, BotoConnectionError | HTTPClientError)
+
+
+def _backoff(exc: Exception, retry: int) -> float:
+    throttled = isinstance(exc, ClientError) and _error_code(exc) in _THROTTLING_CODES
+    base = THROTTLING_BACKOFF_BASE_SECONDS if throttled else BACKOFF_BASE_SECONDS
+    return _JITTER.uniform(0, base * 2 ** (retry - 1))
+
+
+def call_dynamodb(client: Any, operation: str, **kwargs: Any) -> dict[str, Any]:
+    """One DynamoDB call, retried on throttling, 5xx and connection errors
+    while attempts and time are left. Raises the last error otherwise."""
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        try:
+            return getattr(client, operation)(**kwargs)
+        except (ClientError, BotoCoreError) as exc:
+            if not _transient(exc) or attempt == MAX_ATTEMPTS:
+                raise
+            delay = _backoff(exc, attempt)
+            left = seconds_left()
+            if left is not None and left - delay < CONNECT_TIMEOUT_SECONDS + MIN_READ_TIMEOUT_SECONDS:
+                raise
+            time.sleep(delay)
+    raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+
+
+class RetryingClient:
+    """The client as the Idempotency utility gets it: every operation goes
+    through call_dynamodb, so its calls keep to the deadline and are retried
+    like the store's own."""
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(dynamodb_client(), name)
+        if name.startswith("_") or not callable(attribute):
+            return attribute
+        return functools.partial(call_dynamodb, dynamodb_client(), name)
 
 
 def now_iso() -> str:
@@ -152,11 +273,11 @@ class CounterStore:
         return self._client or dynamodb_client()
 
     def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
-        """One DynamoDB call. Throttling and outages, once botocore's own
-        retries are spent, become ServiceUnavailable; anything else (a missing
+        """One DynamoDB call. Throttling and outages, once the retries or the
+        time are spent, become ServiceUnavailable; anything else (a missing
         table, a bad request) is a bug or a broken deployment and propagates."""
         try:
-            return getattr(self.client, operation)(TableName=self.table_name, **kwargs)
+            return call_dynamodb(self.client, operation, TableName=self.table_name, **kwargs)
         except ClientError as exc:
             if _error_code(exc) in _RETRYABLE_CODES:
                 raise _unavailable(exc) from exc
