@@ -76,6 +76,7 @@ READ_TIMEOUT_SECONDS = 1.0
 MAX_ATTEMPTS = 4
 # A read timeout shorter than this is not worth an attempt.
 MIN_READ_TIMEOUT_SECONDS = 0.2
+_SHORTEST_ATTEMPT_SECONDS = CONNECT_TIMEOUT_SECONDS + MIN_READ_TIMEOUT_SECONDS
 # Kept free at the end of an invocation, for what follows the last call.
 RESPONSE_MARGIN_SECONDS = 0.5
 # Backoff before retry n (1-based): up to BACKOFF_BASE * 2^(n-1) seconds,
@@ -136,14 +137,14 @@ def dynamodb_client() -> Any:
 # -- the invocation's deadline ---------------------------------------------------
 
 # time.monotonic() by which the current invocation is to stop calling DynamoDB;
-# None outside an invocation (scripts, tests of the core), where botocore's
-# retry count alone bounds a call.
+# None outside an invocation (scripts, tests of the core), where MAX_ATTEMPTS
+# alone bounds a call.
 _CUTOFF: ContextVar[float | None] = ContextVar("dynamodb_cutoff", default=None)
 
 
 class DeadlineExceeded(BotoCoreError):
     """The invocation has no time left for another DynamoDB attempt. Not a
-    transient error to botocore, so it is not retried: it ends the call."""
+    transient error, to botocore or to call_dynamodb: it ends the call."""
 
     fmt = "no time left for another DynamoDB attempt before the function's timeout"
 
@@ -206,7 +207,7 @@ def call_dynamodb(client: Any, operation: str, **kwargs: Any) -> dict[str, Any]:
                 raise
             delay = _backoff(exc, attempt)
             left = seconds_left()
-            if left is not None and left - delay < CONNECT_TIMEOUT_SECONDS + MIN_READ_TIMEOUT_SECONDS:
+            if left is not None and left - delay < _SHORTEST_ATTEMPT_SECONDS:
                 raise
             time.sleep(delay)
     raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
