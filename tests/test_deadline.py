@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import requests
 
-from devserver.dynamodb import EmbeddedDynamoDB
+from devserver.dynamodb import EmbeddedDynamoDB, client
 from idblocks_core import store
 from tests.support.devserver import DevServer
 from tests.support.fault_proxy import StallingProxy
@@ -69,6 +69,8 @@ class Scenario:
 
 def scenario(answer_on: int | None, timeout: int, prefix: str) -> Iterator[Scenario]:
     dynamodb = EmbeddedDynamoDB().start()
+    tables = client(dynamodb.endpoint)
+    there_before = set(tables.list_tables()["TableNames"])
     try:
         with StallingProxy(dynamodb.endpoint, answer_on=answer_on) as proxy:
             proxy.enabled = False  # not while the server starts and creates its tables
@@ -82,6 +84,9 @@ def scenario(answer_on: int | None, timeout: int, prefix: str) -> Iterator[Scena
                 yield ready
                 proxy.enabled = False
     finally:
+        # moto keeps its tables per process, across embedded servers: leave none behind
+        for name in set(tables.list_tables()["TableNames"]) - there_before:
+            tables.delete_table(TableName=name)
         dynamodb.stop()
 
 

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -23,6 +24,7 @@ class DevServer:
         self.process: subprocess.Popen[str] | None = None
         self.url = ""
         self.output: list[str] = []
+        self._reader: threading.Thread | None = None
 
     def start(self) -> DevServer:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "POWERTOOLS_"))}
@@ -43,6 +45,10 @@ class DevServer:
             self.output.append(line)
             if line.startswith("ready: "):
                 self.url = line.split()[1]
+                # Keep reading what it prints: unread, a pipe holds 64 KiB, and a
+                # server that logs more (a fuzzing run's long paths) blocks on it.
+                self._reader = threading.Thread(target=self._read_output, daemon=True)
+                self._reader.start()
                 return self
         self.process.kill()
         raise AssertionError("dev server did not start:\n" + "".join(self.output))
@@ -51,9 +57,19 @@ class DevServer:
         """Stop it like Ctrl-C (or another signal) and return its exit code."""
         assert self.process is not None
         self.process.send_signal(sig)
-        out, _ = self.process.communicate(timeout=30)
-        self.output.append(out)
+        if self._reader is None:
+            out, _ = self.process.communicate(timeout=30)
+            self.output.append(out)
+        else:
+            self.process.wait(timeout=30)
+            self._reader.join(timeout=30)
         return self.process.returncode
+
+    def _read_output(self) -> None:
+        assert self.process is not None
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.output.append(line)
 
     def __enter__(self) -> DevServer:
         return self.start()
