@@ -20,7 +20,7 @@ Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 class LocalContext:
     """The parts of Lambda's context object that Powertools reads."""
 
-    def __init__(self, function_name: str, timeout_seconds: float = 15.0, memory_mb: int = 512) -> None:
+    def __init__(self, function_name: str, timeout_seconds: float, memory_mb: int = 512) -> None:
         self.function_name = function_name
         self.function_version = "$LATEST"
         self.memory_limit_in_mb = memory_mb

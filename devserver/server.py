@@ -54,7 +54,7 @@ class InProcessRunner:
         self,
         functions: dict[str, FunctionSpec],
         after_invoke: Callable[[], None] | None = None,
-        timeout_seconds: float = 15.0,
+        timeout_seconds: float | None = None,
         show_metrics: bool = False,
     ) -> None:
         self.functions = functions
@@ -87,7 +87,8 @@ class InProcessRunner:
             try:
                 with contextlib.redirect_stdout(printed):
                     result = load_handler(spec)(
-                        json.loads(event), LocalContext(spec.logical_id, self.timeout_seconds)
+                        json.loads(event),
+                        LocalContext(spec.logical_id, self.timeout_seconds or spec.timeout_seconds),
                     )
                 output = json.dumps(result)
             except Exception as exc:  # noqa: BLE001 - whatever a handler raises, Lambda reports it so (502)

@@ -23,6 +23,7 @@ class FunctionSpec:
     module: str  # "app"
     handler: str  # "lambda_handler"
     layer_dirs: tuple[Path, ...]
+    timeout_seconds: float = 3.0  # Lambda's default when the template sets none
 
 
 class Template:
@@ -67,6 +68,7 @@ class Template:
             props = resource["Properties"]
             module, handler = props["Handler"].rsplit(".", 1)
             layers = props.get("Layers", globals_.get("Layers", []))
+            timeout = props.get("Timeout", globals_.get("Timeout", 3))
             specs[logical_id] = FunctionSpec(
                 logical_id=logical_id,
                 code_dir=ROOT / props["CodeUri"],
@@ -75,6 +77,7 @@ class Template:
                 layer_dirs=tuple(
                     ROOT / self.resources[ref["Ref"]]["Properties"]["ContentUri"] for ref in layers
                 ),
+                timeout_seconds=float(self._resolve(timeout, {})),
             )
         return specs
 

@@ -35,13 +35,17 @@ MUTANTS = [
         STORE,
         """        response = self._update(
             Key={"name": _s(name)},
-            UpdateExpression="ADD #hwm :n, #room :minus_n SET #updated = :now, #token = :token",""",
+            UpdateExpression=(
+                "ADD #hwm :n, #room :minus_n SET #updated = :now, #token = :token, #alloc_at = :now"
+            ),""",
         """        seen = self._call("get_item", Key={"name": _s(name)}, ConsistentRead=True).get("Item", {})
         import time as _t; _t.sleep(0.005)  # noqa: E702 - widen the window as a busy Lambda would
         base = int(seen["hwm"]["N"]) if seen else 0
         response = self._update(
             Key={"name": _s(name)},
-            UpdateExpression="SET #hwm = :new_hwm, #updated = :now, #token = :token ADD #room :minus_n",""",
+            UpdateExpression=(
+                "SET #hwm = :new_hwm, #updated = :now, #token = :token, #alloc_at = :now ADD #room :minus_n"
+            ),""",
         ("tests/test_proof_concurrency.py",),
     ),
     Mutant(
@@ -59,12 +63,28 @@ MUTANTS = [
         "no-token-recovery",
         "a resent write that finds its own token takes a new block instead of returning its own",
         STORE,
-        "                return Block(hwm - count + 1, hwm)",
+        "                return Block(hwm - count + 1, hwm, replayed=True)",
         "                raise StaleToken",
         (
             "tests/test_proof_faults.py::test_lost_dynamodb_answers_cost_nothing_without_a_key",
             "tests/test_proof_faults.py::test_keyed_requests_lose_nothing_and_repeat_nothing",
         ),
+    ),
+    Mutant(
+        "admin-write-keeps-token",
+        "PUT leaves the last allocation's token on the counter: a key reused after expiry gets the old block",
+        STORE,
+        'UpdateExpression=f"SET #hwm = :hwm, #room = #max - :hwm, #updated = :now {_FORGET_ALLOCATION}",',
+        'UpdateExpression="SET #hwm = :hwm, #room = #max - :hwm, #updated = :now",',
+        ("tests/test_replay.py::test_reused_key_after_an_admin_put_takes_a_new_block",),
+    ),
+    Mutant(
+        "backoff-past-deadline",
+        "the store sleeps a backoff whatever time the invocation has left",
+        STORE,
+        "            if left is not None and left - delay < _SHORTEST_ATTEMPT_SECONDS:",
+        "            if False:",
+        ("tests/test_deadline.py::test_the_store_gives_up_before_the_cutoff",),
     ),
     Mutant(
         "move-back",

@@ -9,6 +9,7 @@ with the error catalogue of idblocks_core.errors.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 
@@ -57,7 +58,12 @@ def document() -> dict:
     for logical_id in sorted(functions):
         app = load_module(functions[logical_id]).app
         merge.add_schema(app.get_openapi_schema(title="idblocks", security_schemes=schemes))
-    return tidy(json.loads(merge.get_openapi_json_schema()))
+    doc = tidy(json.loads(merge.get_openapi_json_schema()))
+    # The dev server sets the functions' environment from its template
+    # parameters before it builds this document; GET next is off under AllowGetNext=false.
+    if os.environ.get("ALLOW_GET_NEXT", "true") == "false":
+        del doc["paths"]["/counters/{name}/next"]["get"]
+    return doc
 
 
 def catalogue() -> dict[str, dict[str, object]]:

@@ -7,11 +7,27 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from idblocks_core import http
 from idblocks_core.observability import logger, metrics, tracer
 from idblocks_core.schemas import NextResult
+from idblocks_core.settings import get_settings
 
 app = http.new_resolver()
 
 
-# GET too, so a browser or curl without -X can take an ID; never cached.
+class GetNotAllowed(Exception):
+    """GET next is turned off (AllowGetNext=false)."""
+
+
+# An exception, not a returned response: the route's responses are validated
+# against NextResult.
+@app.exception_handler(GetNotAllowed)
+def _get_not_allowed(_: GetNotAllowed) -> Response:
+    return http.error_response(
+        405, "method_not_allowed", "GET does not hand out IDs on this deployment; use POST", {"Allow": "POST"}
+    )
+
+
+# GET too, so a browser or curl without -X can take an ID; never cached. Each
+# GET burns an ID, and prefetchers, link previewers and crawlers follow GETs:
+# the AllowGetNext parameter (ALLOW_GET_NEXT) turns GET off.
 @app.route(
     "/counters/<name>/next",
     method=["POST", "GET"],
@@ -20,6 +36,8 @@ app = http.new_resolver()
     security=http.CLIENT_SECURITY,
 )
 def next_id(name: http.CounterName, idempotency_key: http.IdempotencyKey = None) -> Response[NextResult]:
+    if app.current_event.http_method == "GET" and not get_settings().allow_get_next:
+        raise GetNotAllowed
     block = http.allocate(app, "next", name, 1, idempotency_key)
     return http.json_response(200, NextResult(counter=name, id=block.start))
 

@@ -90,8 +90,8 @@ class LocalApi:
 
     def send(self, event: dict[str, Any]) -> Reply:
         logical_id = self.routes[(event["httpMethod"], event["resource"])]
-        handler = load_handler(self.functions[logical_id])
-        raw = handler(copy.deepcopy(event), LocalContext(logical_id))
+        spec = self.functions[logical_id]
+        raw = load_handler(spec)(copy.deepcopy(event), LocalContext(logical_id, spec.timeout_seconds))
         headers = {k: v[-1] for k, v in (raw.get("multiValueHeaders") or {}).items()}
         headers.update(raw.get("headers") or {})
         body = raw.get("body")

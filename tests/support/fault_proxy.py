@@ -121,3 +121,66 @@ class FaultProxy(LoopbackServer):
                 roll -= rate
             self._in_a_row = 0
             return None
+
+
+class StallingProxy(LoopbackServer):
+    """A DynamoDB endpoint on 127.0.0.1 that holds requests open without
+    answering, the way a slow or unreachable DynamoDB looks to the client:
+
+        answer_on=None  holds every request (DynamoDB never answers)
+        answer_on=3     holds the first two attempts of each distinct call
+                        and forwards the third upstream
+
+    A call is told apart by its operation and body: a retry resends the same
+    body (newly signed), a new call has a body of its own (its own
+    timestamps, tokens or key). A held request is released when the client
+    hangs up, or at the latest when the proxy closes, so that no thread
+    outlives the test."""
+
+    def __init__(self, upstream: str, *, answer_on: int | None, hold_seconds: float = 60.0) -> None:
+        self.upstream = upstream.rstrip("/")
+        self.answer_on = answer_on
+        self.hold_seconds = hold_seconds
+        self.enabled = True
+        self.attempts: collections.Counter[str] = collections.Counter()
+        self.held = 0
+        self._closing = threading.Event()
+        self._lock = threading.Lock()
+        proxy = self
+
+        class Handler(QuietHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length)
+                operation = (self.headers.get("X-Amz-Target") or "").rsplit(".", 1)[-1]
+                if proxy._hold(operation, body):
+                    proxy._closing.wait(proxy.hold_seconds)
+                    self.drop()
+                    return
+                answer = requests.post(
+                    proxy.upstream + self.path, data=body, headers=self.forwarded_headers(), timeout=30
+                )
+                self.send_response(answer.status_code)
+                content_type = answer.headers.get("Content-Type", "application/x-amz-json-1.0")
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(answer.content)))
+                self.end_headers()
+                self.wfile.write(answer.content)
+
+        self._serve(Handler)
+
+    def _hold(self, operation: str, body: bytes) -> bool:
+        with self._lock:
+            if not self.enabled:
+                return False
+            call = f"{operation} {body.decode(errors='replace')}"
+            self.attempts[call] += 1
+            hold = self.answer_on is None or self.attempts[call] < self.answer_on
+            self.held += hold
+            return hold
+
+    def __exit__(self, *exc: object) -> None:
+        self._closing.set()
+        super().__exit__(*exc)

@@ -8,6 +8,8 @@ is an ID handed out twice.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -21,7 +23,9 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel
+from pydantic_core import from_json
 
+from idblocks_core import store
 from idblocks_core.counters import LIST_LIMIT_MAX, get_counters
 from idblocks_core.errors import ERROR_CODES, IdBlocksError, InvalidInput
 from idblocks_core.model import Block
@@ -44,6 +48,11 @@ JSON = "application/json"
 NO_STORE = {"Cache-Control": "no-store"}
 UNSUPPORTED_MEDIA_TYPE = "send the request body as application/json"
 
+# Every valid body is a few dozen bytes; anything this large is not one, and
+# refusing it before parsing bounds what a request can make the parser do:
+# no integer literal in a body that passes can reach CPython's (and
+# pydantic-core's) 4,300-digit limit.
+MAX_BODY_BYTES = 4096
 
 CounterName = Annotated[
     str,
@@ -94,7 +103,7 @@ def error_response(status: int, code: str, message: str, headers: dict[str, str]
 # every one reads or writes DynamoDB.
 _ALWAYS = ("unsupported_media_type", "service_unavailable")
 # What a route with a JSON body can answer about the body as a whole.
-BODY_ERRORS = ("invalid_json", "invalid_body")
+BODY_ERRORS = ("payload_too_large", "invalid_json", "invalid_body")
 # What next and batch can answer from allocate() below.
 ALLOCATION_ERRORS = (
     "invalid_name",
@@ -166,6 +175,27 @@ _FIELD_CHECKS: dict[str, Callable[[Any], object]] = {
 }
 
 
+def parse_body(text: str | bytes) -> Any:
+    """The resolver's JSON parser, in place of json.loads, which raises
+    RecursionError on deep nesting and ValueError on integer literals past
+    CPython's int-string limit (both became 500s). pydantic-core's parser
+    refuses nesting beyond its own recursion limit (about 200 levels) with a
+    ValueError instead. Syntax errors stay JSONDecodeError, which Powertools
+    reports as invalid JSON."""
+    try:
+        data = from_json(text, cache_strings=False)
+    except ValueError as exc:
+        reason = str(exc)
+        if reason.startswith(("recursion limit exceeded", "number out of range")):
+            raise InvalidInput(
+                "invalid_body", "request body is nested too deeply or has too long a number"
+            ) from None
+        raise json.JSONDecodeError(
+            reason, text if isinstance(text, str) else text.decode(errors="replace"), 0
+        ) from None
+    return data
+
+
 def _on_validation_error(error: RequestValidationError) -> Response:
     """Powertools' validation errors, in the API's error body and the core's
     words. The first problem is reported; its code names the field."""
@@ -216,7 +246,7 @@ ADMIN_SECURITY: list[dict[str, list[str]]] = [{"sigv4": []}]
 
 
 def new_resolver() -> APIGatewayRestResolver:
-    app = APIGatewayRestResolver(enable_validation=True)
+    app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=parse_body)
     app.exception_handler(IdBlocksError)(_on_domain_error)
     app.exception_handler(RequestValidationError)(_on_validation_error)
     app.exception_handler(RequestUnsupportedContentType)(_on_unsupported_content_type)
@@ -233,15 +263,12 @@ def resolve(app: APIGatewayRestResolver, event: dict[str, Any], context: Any) ->
     case-insensitive; Powertools compares them as written, so they are
     lower-cased for it."""
     if event.get("body"):
+        if body_size(event) > MAX_BODY_BYTES:
+            return _raw_error(413, "payload_too_large", f"request body is larger than {MAX_BODY_BYTES} bytes")
         given = {k: v for k, v in (event.get("headers") or {}).items() if str(k).lower() == "content-type"}
         media_type = str(next(iter(given.values()), JSON)).split(";")[0].strip().lower()
         if media_type != JSON:
-            return {
-                "statusCode": 415,
-                "multiValueHeaders": {"Content-Type": [JSON], **{k: [v] for k, v in NO_STORE.items()}},
-                "body": json.dumps(error_body("unsupported_media_type", UNSUPPORTED_MEDIA_TYPE)),
-                "isBase64Encoded": False,
-            }
+            return _raw_error(415, "unsupported_media_type", UNSUPPORTED_MEDIA_TYPE)
         if any(value != value.lower() for value in given.values()):
             event = {**event, "headers": {**event["headers"], **{k: v.lower() for k, v in given.items()}}}
             if event.get("multiValueHeaders"):
@@ -251,7 +278,30 @@ def resolve(app: APIGatewayRestResolver, event: dict[str, Any], context: Any) ->
                     if k in event["multiValueHeaders"]
                 }
                 event["multiValueHeaders"] = {**event["multiValueHeaders"], **lowered}
-    return app.resolve(event, context)
+    # One deadline for every DynamoDB call the request makes (see store).
+    with store.deadline(context):
+        return app.resolve(event, context)
+
+
+def body_size(event: dict[str, Any]) -> int:
+    """The body's size in bytes as the caller sent it."""
+    body = str(event["body"])
+    if event.get("isBase64Encoded"):
+        try:
+            return len(base64.b64decode(body))
+        except (binascii.Error, ValueError):
+            return len(body)
+    return len(body.encode(errors="surrogatepass"))
+
+
+def _raw_error(status: int, code: str, message: str) -> dict[str, Any]:
+    """An error answered before the resolver runs, in the proxy response format."""
+    return {
+        "statusCode": status,
+        "multiValueHeaders": {"Content-Type": [JSON], **{k: [v] for k, v in NO_STORE.items()}},
+        "body": json.dumps(error_body(code, message)),
+        "isBase64Encoded": False,
+    }
 
 
 def caller_of(app: APIGatewayRestResolver) -> str:
@@ -273,6 +323,8 @@ def allocate(
     thousands of names would each become a billed metric."""
 
     def _record_allocation(block: Block) -> None:
+        if block.replayed:  # handed out, and counted, by the write it repeats
+            return
         metrics.add_dimension(name="route", value=route)
         metrics.add_metric(name="IdsAllocated", unit=MetricUnit.Count, value=block.count)
         metrics.add_metric(name="BlocksAllocated", unit=MetricUnit.Count, value=1)

@@ -30,7 +30,7 @@ from idblocks_core.counters import get_counters
 from idblocks_core.errors import IdempotencyKeyReused, RequestInProgress, ServiceUnavailable
 from idblocks_core.model import Block
 from idblocks_core.settings import get_settings
-from idblocks_core.store import dynamodb_client
+from idblocks_core.store import RetryingClient
 
 
 def allocation_token(caller: str, counter: str, key: str, count: int) -> str:
@@ -49,9 +49,11 @@ def _config() -> IdempotencyConfig:
 
 @functools.cache
 def _idempotent_allocate() -> Callable[..., dict[str, int]]:
+    # The store's client, through the store's retries: the utility's own
+    # calls keep to the invocation's deadline too.
     persistence = DynamoDBPersistenceLayer(
         table_name=get_settings().idempotency_table,
-        boto3_client=dynamodb_client(),
+        boto3_client=RetryingClient(),
     )
 
     # key_prefix keeps records independent of the function's deployed name,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -11,6 +11,9 @@ class Block:
 
     start: int
     end: int
+    # True when this is an earlier allocation's block, answered again to its
+    # retry: the IDs were handed out once already and are not counted again.
+    replayed: bool = field(default=False, compare=False)
 
     @property
     def count(self) -> int:

@@ -23,6 +23,7 @@ class Settings:
     auto_create_counters: bool
     max_batch_size: int
     idempotency_ttl_seconds: int
+    allow_get_next: bool
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -32,6 +33,7 @@ class Settings:
             auto_create_counters=_boolean(env, "AUTO_CREATE_COUNTERS"),
             max_batch_size=_integer(env, "MAX_BATCH_SIZE", 1, LIMIT_MAX_ID),
             idempotency_ttl_seconds=_integer(env, "IDEMPOTENCY_TTL_SECONDS", 3600, 366 * 86400),
+            allow_get_next=_boolean(env, "ALLOW_GET_NEXT"),
         )
 
 

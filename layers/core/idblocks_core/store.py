@@ -10,6 +10,13 @@ One item per counter name:
     updated_at  S
     deleted_at  S  present once deleted; the item stays so hwm is never lost
     alloc_token S  token of the last allocation, to recognise a retried write
+    alloc_at    S  when that allocation was written; only allocations set it
+
+Only an allocation writes alloc_token and alloc_at; every other write removes
+both. A token is proof of "our own earlier write" only while it still names
+the counter's last write: an admin write in between (PUT, DELETE, revive)
+would otherwise leave an old token looking fresh, and its replay would hand
+out a block the counter has already moved past or no longer owns.
 
 An allocation is one conditional UpdateItem that ADDs n to hwm and -n to room,
 on condition that the counter is live and room >= n. DynamoDB applies each
@@ -24,15 +31,20 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import functools
 import json
-from collections.abc import Mapping
+import random
+import time
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from idblocks_core.errors import (
     BelowHighWaterMark,
@@ -48,26 +60,48 @@ from idblocks_core.errors import (
 from idblocks_core.model import Block, Counter
 from idblocks_core.rules import check_name
 
-# botocore's standard retry mode: exponential backoff with jitter on throttling,
-# 5xx and connection errors. Bounded so that the worst case (3 attempts of a
-# 1 s connect + 2 s read, plus backoff) stays inside the function's timeout.
+# What bounds a request is the invocation's deadline, not a count of retries.
+# A keyed request makes three DynamoDB calls, five when it creates the
+# counter, and each may be retried; an attempt starts only if it can end
+# before the cut-off (the deadline less RESPONSE_MARGIN_SECONDS), its read
+# timeout is cut to fit, and a backoff that would leave no time for the next
+# attempt is not slept. Whatever DynamoDB does, the request ends before the
+# function's Timeout: with an answer, or a 503 once the time ran out.
+# botocore makes one attempt per call; call_dynamodb does the retrying, so
+# that no sleep of botocore's (its backoff, a server's x-amz-retry-after)
+# can run past the deadline.
+CONNECT_TIMEOUT_SECONDS = 1.0
+READ_TIMEOUT_SECONDS = 1.0
+# Bounds the load a struggling table gets from one call, not its duration.
+MAX_ATTEMPTS = 4
+# A read timeout shorter than this is not worth an attempt.
+MIN_READ_TIMEOUT_SECONDS = 0.2
+_SHORTEST_ATTEMPT_SECONDS = CONNECT_TIMEOUT_SECONDS + MIN_READ_TIMEOUT_SECONDS
+# Kept free at the end of an invocation, for what follows the last call.
+RESPONSE_MARGIN_SECONDS = 0.5
+# Backoff before retry n (1-based): up to BACKOFF_BASE * 2^(n-1) seconds,
+# full jitter; 25 ms as botocore's standard mode uses for DynamoDB errors,
+# and 1 s for throttling, which needs the table to catch up.
+BACKOFF_BASE_SECONDS = 0.025
+THROTTLING_BACKOFF_BASE_SECONDS = 1.0
 BOTO_CONFIG = Config(
-    retries={"mode": "standard", "total_max_attempts": 3},
-    connect_timeout=1,
-    read_timeout=2,
+    retries={"mode": "standard", "total_max_attempts": 1},
+    connect_timeout=CONNECT_TIMEOUT_SECONDS,
+    read_timeout=READ_TIMEOUT_SECONDS,
     tcp_keepalive=True,
 )
 
-_RETRYABLE_CODES = frozenset(
-    {
-        "ThrottlingException",
-        "ProvisionedThroughputExceededException",
-        "RequestLimitExceeded",
-        "InternalServerError",
-        "ServiceUnavailable",
-        "TransactionConflictException",
-    }
+_THROTTLING_CODES = frozenset(
+    {"ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded"}
 )
+_RETRYABLE_CODES = _THROTTLING_CODES | {
+    "InternalServerError",
+    "ServiceUnavailable",
+    "TransactionConflictException",
+}
+# Jitter only: a generator without state of its own, so containers restored
+# from one snapshot do not all back off in step.
+_JITTER = random.SystemRandom()
 
 _NAMES = {
     "#name": "name",
@@ -78,18 +112,117 @@ _NAMES = {
     "#updated": "updated_at",
     "#deleted": "deleted_at",
     "#token": "alloc_token",
+    "#alloc_at": "alloc_at",
 }
 _LIVE = "attribute_exists(#hwm) AND attribute_not_exists(#deleted)"
 # A counter's state when it is created (or revived): next ID, max, timestamps.
 _NEW_STATE = "SET #hwm = :hwm, #room = :room, #max = :max, #created = :now, #updated = :now"
 _NEW_STATE_NAMES = ("#hwm", "#room", "#max", "#created", "#updated")
+# Every write that is not an allocation ends with this (see the module docstring).
+_FORGET_ALLOCATION = "REMOVE #token, #alloc_at"
+_ALLOCATION_NAMES = ("#token", "#alloc_at")
 
 
 @functools.cache
 def dynamodb_client() -> Any:
     """One client per container, built on first use. The endpoint follows
-    boto3's standard configuration (AWS_ENDPOINT_URL_DYNAMODB for local runs)."""
-    return boto3.session.Session().client("dynamodb", config=BOTO_CONFIG)
+    boto3's standard configuration (AWS_ENDPOINT_URL_DYNAMODB for local runs).
+    Every call on it, the Idempotency utility's included, keeps to the
+    deadline of the invocation it runs in."""
+    client = boto3.session.Session().client("dynamodb", config=BOTO_CONFIG)
+    client.meta.events.register("before-send.dynamodb", _fit_attempt_to_deadline)
+    return client
+
+
+# -- the invocation's deadline ---------------------------------------------------
+
+# time.monotonic() by which the current invocation is to stop calling DynamoDB;
+# None outside an invocation (scripts, tests of the core), where MAX_ATTEMPTS
+# alone bounds a call.
+_CUTOFF: ContextVar[float | None] = ContextVar("dynamodb_cutoff", default=None)
+
+
+class DeadlineExceeded(BotoCoreError):
+    """The invocation has no time left for another DynamoDB attempt. Not a
+    transient error, to botocore or to call_dynamodb: it ends the call."""
+
+    fmt = "no time left for another DynamoDB attempt before the function's timeout"
+
+
+@contextlib.contextmanager
+def deadline(lambda_context: Any) -> Iterator[None]:
+    """Within this block, DynamoDB calls end before ``lambda_context``'s
+    remaining time runs out (less RESPONSE_MARGIN_SECONDS)."""
+    remaining = getattr(lambda_context, "get_remaining_time_in_millis", None)
+    cutoff = None
+    if remaining is not None:
+        cutoff = time.monotonic() + remaining() / 1000 - RESPONSE_MARGIN_SECONDS
+    token = _CUTOFF.set(cutoff)
+    try:
+        yield
+    finally:
+        _CUTOFF.reset(token)
+
+
+def seconds_left() -> float | None:
+    """Seconds until the current invocation's cut-off; None outside one."""
+    cutoff = _CUTOFF.get()
+    return None if cutoff is None else cutoff - time.monotonic()
+
+
+def _fit_attempt_to_deadline(request: Any, **_: Any) -> None:
+    """botocore's before-send hook: shorten the read timeout of an attempt to
+    what is left before the cut-off, or refuse the attempt (DeadlineExceeded,
+    which botocore does not retry) when too little is left."""
+    left = seconds_left()
+    if left is None:
+        return
+    usable = left - CONNECT_TIMEOUT_SECONDS
+    if usable < MIN_READ_TIMEOUT_SECONDS:
+        raise DeadlineExceeded()
+    request.context["read_timeout"] = min(READ_TIMEOUT_SECONDS, usable)
+
+
+def _transient(exc: Exception) -> bool:
+    if isinstance(exc, ClientError):
+        return _error_code(exc) in _RETRYABLE_CODES
+    # Timeouts, refused and dropped connections, as botocore's standard mode sees them.
+    return isinstance(exc, BotoConnectionError | HTTPClientError)
+
+
+def _backoff(exc: Exception, retry: int) -> float:
+    throttled = isinstance(exc, ClientError) and _error_code(exc) in _THROTTLING_CODES
+    base = THROTTLING_BACKOFF_BASE_SECONDS if throttled else BACKOFF_BASE_SECONDS
+    return _JITTER.uniform(0, base * 2 ** (retry - 1))
+
+
+def call_dynamodb(client: Any, operation: str, **kwargs: Any) -> dict[str, Any]:
+    """One DynamoDB call, retried on throttling, 5xx and connection errors
+    while attempts and time are left. Raises the last error otherwise."""
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        try:
+            return getattr(client, operation)(**kwargs)
+        except (ClientError, BotoCoreError) as exc:
+            if not _transient(exc) or attempt == MAX_ATTEMPTS:
+                raise
+            delay = _backoff(exc, attempt)
+            left = seconds_left()
+            if left is not None and left - delay < _SHORTEST_ATTEMPT_SECONDS:
+                raise
+            time.sleep(delay)
+    raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+
+
+class RetryingClient:
+    """The client as the Idempotency utility gets it: every operation goes
+    through call_dynamodb, so its calls keep to the deadline and are retried
+    like the store's own."""
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(dynamodb_client(), name)
+        if name.startswith("_") or not callable(attribute):
+            return attribute
+        return functools.partial(call_dynamodb, dynamodb_client(), name)
 
 
 def now_iso() -> str:
@@ -141,11 +274,11 @@ class CounterStore:
         return self._client or dynamodb_client()
 
     def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
-        """One DynamoDB call. Throttling and outages, once botocore's own
-        retries are spent, become ServiceUnavailable; anything else (a missing
+        """One DynamoDB call. Throttling and outages, once the retries or the
+        time are spent, become ServiceUnavailable; anything else (a missing
         table, a bad request) is a bug or a broken deployment and propagates."""
         try:
-            return getattr(self.client, operation)(TableName=self.table_name, **kwargs)
+            return call_dynamodb(self.client, operation, TableName=self.table_name, **kwargs)
         except ClientError as exc:
             if _error_code(exc) in _RETRYABLE_CODES:
                 raise _unavailable(exc) from exc
@@ -175,11 +308,13 @@ class CounterStore:
         """
         response = self._update(
             Key={"name": _s(name)},
-            UpdateExpression="ADD #hwm :n, #room :minus_n SET #updated = :now, #token = :token",
+            UpdateExpression=(
+                "ADD #hwm :n, #room :minus_n SET #updated = :now, #token = :token, #alloc_at = :now"
+            ),
             ConditionExpression=(
                 f"{_LIVE} AND #room >= :n AND (attribute_not_exists(#token) OR #token <> :token)"
             ),
-            ExpressionAttributeNames=_names("#hwm", "#room", "#updated", "#deleted", "#token"),
+            ExpressionAttributeNames=_names("#hwm", "#room", "#updated", "#deleted", *_ALLOCATION_NAMES),
             ExpressionAttributeValues={
                 ":n": _n(count),
                 ":minus_n": _n(-count),
@@ -196,14 +331,17 @@ class CounterStore:
         if not item:
             raise CounterNotFound(name)
         hwm = int(item["hwm"]["N"])
-        if item.get("alloc_token", {}).get("S") == token:
-            updated = datetime.fromisoformat(item["updated_at"]["S"])
-            if datetime.now(UTC) - updated <= replay_window:
-                # Our own earlier write: it committed, only its answer was lost.
-                return Block(hwm - count + 1, hwm)
-            raise StaleToken
+        # Deleted first: a deleted counter answers no replay, whatever it carries.
         if "deleted_at" in item:
             raise CounterDeleted(name, hwm)
+        if item.get("alloc_token", {}).get("S") == token:
+            allocated_at = item.get("alloc_at", {}).get("S")
+            # An item written before alloc_at existed cannot prove when its
+            # token was written: a new block (a gap) is safe, a replay may not be.
+            if allocated_at and datetime.now(UTC) - datetime.fromisoformat(allocated_at) <= replay_window:
+                # Our own earlier write: it committed, only its answer was lost.
+                return Block(hwm - count + 1, hwm, replayed=True)
+            raise StaleToken
         raise CounterExhausted(name, count, hwm + 1, int(item["max_id"]["N"]))
 
     # -- administration -----------------------------------------------------
@@ -234,9 +372,9 @@ class CounterStore:
             raise BelowHighWaterMark(name, "start", first_id, seen_hwm)
         response = self._update(
             Key={"name": _s(name)},
-            UpdateExpression=f"{_NEW_STATE} REMOVE #deleted",
+            UpdateExpression=f"{_NEW_STATE} {_FORGET_ALLOCATION}, #deleted",
             ConditionExpression="attribute_exists(#deleted) AND #hwm = :seen",
-            ExpressionAttributeNames=_names("#deleted", *_NEW_STATE_NAMES),
+            ExpressionAttributeNames=_names("#deleted", *_NEW_STATE_NAMES, *_ALLOCATION_NAMES),
             ExpressionAttributeValues={**_new_state(first_id, max_id), ":seen": _n(seen_hwm)},
             ReturnValues="ALL_NEW",
         )
@@ -281,9 +419,11 @@ class CounterStore:
         hwm = next_id - 1
         response = self._update(
             Key={"name": _s(name)},
-            UpdateExpression="SET #hwm = :hwm, #room = #max - :hwm, #updated = :now",
+            UpdateExpression=f"SET #hwm = :hwm, #room = #max - :hwm, #updated = :now {_FORGET_ALLOCATION}",
             ConditionExpression=f"{_LIVE} AND #hwm <= :hwm AND #max >= :hwm",
-            ExpressionAttributeNames=_names("#hwm", "#room", "#max", "#updated", "#deleted"),
+            ExpressionAttributeNames=_names(
+                "#hwm", "#room", "#max", "#updated", "#deleted", *_ALLOCATION_NAMES
+            ),
             ExpressionAttributeValues={":hwm": _n(hwm), ":now": _s(now_iso())},
             ReturnValues="ALL_NEW",
         )
@@ -302,9 +442,9 @@ class CounterStore:
         now = now_iso()
         response = self._update(
             Key={"name": _s(name)},
-            UpdateExpression="SET #deleted = :now, #updated = :now",
+            UpdateExpression=f"SET #deleted = :now, #updated = :now {_FORGET_ALLOCATION}",
             ConditionExpression=_LIVE,
-            ExpressionAttributeNames=_names("#hwm", "#deleted", "#updated"),
+            ExpressionAttributeNames=_names("#hwm", "#deleted", "#updated", *_ALLOCATION_NAMES),
             ExpressionAttributeValues={":now": _s(now)},
         )
         if "failed" in response:
