@@ -260,17 +260,29 @@ def test_take_returns_consecutive_ids_no_one_else_gets():
     seq.close()
 
 
-def test_take_more_than_is_left_uses_the_next_block_and_skips_the_rest():
-    """The IDs left before the next block are not handed out after it (they
+def test_take_more_than_is_left_continues_into_a_contiguous_block():
+    backend = MemoryBackend()
+    seq = Sequence(backend, "orders", block_size=10, prefetch=False)
+    assert seq.next_id() == 1
+    taken = seq.take(25)  # more than any block: one of 25 is fetched, and follows on
+    assert taken == range(2, 27)
+    assert [seq.next_id() for _ in range(9)] == list(range(27, 36))
+    assert seq.close() == 0
+    assert backend.handed_out == 35
+
+
+def test_take_more_than_is_left_skips_what_lies_below_the_next_block():
+    """The IDs left below the next block are not handed out after it (they
     would go backwards on this thread); they are counted as unused."""
     backend = MemoryBackend()
     seq = Sequence(backend, "orders", block_size=10, prefetch=False)
     assert seq.next_id() == 1
-    taken = seq.take(25)  # more than any block: fetched for the purpose
-    assert taken == range(11, 36)
-    assert seq.next_id() == 36
-    assert seq.close() == 9 + 9  # 2..10 skipped, 37..45 held
-    assert backend.handed_out == 1 + 25 + 1 + 18
+    backend.allocate("orders", 5, idempotency_key="another client")  # 11..15
+    taken = seq.take(25)
+    assert taken == range(16, 41)
+    assert seq.next_id() == 41
+    assert seq.close() == 9 + 9  # 2..10 skipped, 42..50 held
+    assert backend.handed_out == 1 + 5 + 9 + 25 + 10
 
 
 class DrawDuringTake(Sequence):

@@ -271,17 +271,17 @@ class Sequence:
 
     def take(self, n: int) -> range:
         """``n`` consecutive IDs, as a range, above every ID this thread had
-        before. They come from what is held when it covers ``n``, else from
-        the next block; the fewer than ``n`` IDs left before it are then
-        skipped (counted in ``unused_ids``), since handing them out later
-        would break the order. ``n`` up to ``max_batch``; more raises
-        ValueError before anything is asked of the service."""
+        before. They come from what is held when it covers ``n``; else from a
+        block of at least ``n`` (fetched if need be, while other threads go on
+        drawing what is held), and the IDs still held below it are then
+        skipped, counted in ``unused_ids``: handing them out afterwards would
+        go backwards. ``n`` up to ``max_batch``; more raises ValueError before
+        anything is asked of the service."""
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"n must be a positive integer, not {n!r}")
         if n > self.max_batch:
             raise ValueError(f"n must be at most max_batch ({self.max_batch}), not {n}")
         with self._lock:
-            self._check_open()
             self._take_hint = n
             deadline = time.monotonic() + self.wait_timeout
             while True:
@@ -291,30 +291,47 @@ class Sequence:
                 self._ids = _EXHAUSTED
                 current = self._left_in_segment()
                 held = current if self._rest is None else range(current.start, self._rest.stop)
-                # A block that continues this one (usual when one client uses a
-                # counter) makes one run with it.
-                while len(held) < n and self._ready and self._ready[0].start == held.stop:
-                    held = range(held.start, self._ready.popleft().stop)
-                    self._rest = None
-                    if self._block is not None:
-                        self._block = range(self._block.start, held.stop)
+                # Blocks that continue this one (usual when one client uses a
+                # counter) make one run with it.
+                joined = 0
+                for block in self._ready:
+                    if len(held) >= n or block.start != held.stop:
+                        break
+                    held = range(held.start, block.stop)
+                    joined += 1
                 if len(held) >= n:
-                    taken, left = held[:n], held[n:]
-                    if self._rest is not None and left.start < self._rest.start:
-                        self._activate(range(left.start, self._rest.start))
-                    else:
+                    for _ in range(joined):
+                        # The block before is used up as far as sizing goes.
+                        self._finish_block()
+                        self._block, self._block_started = self._ready.popleft(), self.clock()
                         self._rest = None
-                        self._activate(left)
-                        self._request_prefetch()  # the mark is passed
-                    return taken
-                self._skipped += len(held)
-                self._rest = None
-                self._activate(range(held.stop, held.stop))
-                self._finish_block()
-                if not self._ready:
+                    return self._carve(held, n)
+                self._activate(current)  # not enough: the others draw on meanwhile
+                big = next((i for i, block in enumerate(self._ready) if len(block) >= n), None)
+                if big is None:
                     self._await_block(n, deadline)
                     continue  # the lock was let go: look again
+                # Everything held below that block is passed over, so that
+                # nothing handed out after this range lies under it.
+                self._skipped += len(held) + sum(len(self._ready[i]) for i in range(joined, big))
+                self._activate(range(held.stop, held.stop))
+                self._rest = None
+                self._finish_block()
+                for _ in range(big):
+                    self._ready.popleft()
                 self._start_block(self._ready.popleft())
+
+    def _carve(self, held: range, n: int) -> range:
+        """The first ``n`` of ``held``, what is left of the current block;
+        the rest stays to be drawn."""
+        taken, left = held[:n], held[n:]
+        if self._rest is not None and left.start < self._rest.start:
+            self._activate(range(left.start, self._rest.start))
+        else:
+            self._rest = None
+            self._activate(left)
+            self._request_prefetch()  # the mark is passed
+        return taken
 
     # -- block boundaries (always with the lock held) --------------------------
 
@@ -391,7 +408,7 @@ class Sequence:
         request's failure, or ServiceUnavailable at ``deadline``. Lets the
         lock go meanwhile."""
         seen = self._answers
-        while not self._ready:
+        while not (self._ready and (need == 1 or any(len(block) >= need for block in self._ready))):
             self._check_open()
             if self._answers != seen:
                 if self._failure is None:
