@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from idblocks import Sequence, ServiceUnavailable
-from idblocks.testing import LOST_RESPONSE
+from idblocks.testing import LOST_RESPONSE, UNAVAILABLE
 from tests.support.shared_backend import SharedBackend
 
 pytestmark = [
@@ -169,3 +169,98 @@ def test_a_pre_fork_server_pattern_shares_no_id(tmp_path):
     assert len(every) == len(set(every)) == 30 + 4 * 3 * 30
     assert all(ids == sorted(ids) for threads in workers for ids in threads)
     seq.close()
+
+
+class FaultyShared(SharedBackend):
+    """In each process, every 7th call loses its answer after taking the block
+    and every 11th is refused before taking anything."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self._count_lock = threading.Lock()
+        self.calls = 0
+
+    def allocate(self, counter: str, count: int, *, idempotency_key: str):
+        with self._count_lock:
+            self.calls += 1
+            call = self.calls
+        if call % 7 == 0:
+            self.fail_next(1, LOST_RESPONSE)
+        elif call % 11 == 0:
+            self.fail_next(1, UNAVAILABLE)
+        return super().allocate(counter, count, idempotency_key=idempotency_key)
+
+
+def mixed_draws(seq: Sequence, rounds: int, slot: int, progress: list[int]) -> list[int]:
+    """next_id() and take() mixed; a call that fails for want of the service
+    is made again."""
+    ids: list[int] = []
+    for i in range(rounds):
+        for _ in range(100):
+            try:
+                if i % 4 == slot % 4:
+                    ids.extend(seq.take(1 + (i + slot) % 13))
+                else:
+                    ids.append(seq.next_id())
+                break
+            except ServiceUnavailable:
+                continue
+        else:
+            raise AssertionError("the Sequence kept failing")
+        progress[slot] = i
+    return ids
+
+
+def draw_on_threads(seq: Sequence, threads: int, rounds: int, progress: list[int]) -> list[threading.Thread]:
+    results: list[list[int] | BaseException | None] = [None] * threads
+
+    def run(slot: int) -> None:
+        try:
+            results[slot] = mixed_draws(seq, rounds, slot, progress)
+        except BaseException as exc:  # noqa: BLE001 - the test looks at it
+            results[slot] = exc
+
+    workers = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    return workers, results
+
+
+def test_stress_threads_faults_and_a_fork_lose_and_repeat_nothing(tmp_path):
+    """16 threads mix next_id() and take() on small blocks while responses get
+    lost and requests refused, and the process forks in the middle (the child
+    draws on 4 threads of its own): no ID twice in any process, every ID the
+    backend took is handed out or counted unused, and IDs increase on each
+    thread."""
+    backend = FaultyShared(tmp_path / "ids.db")
+    seq = Sequence(backend, "orders", initial_block=8, max_block=64, wait_timeout=30)
+    rounds = 300
+    progress = [0] * 16
+    workers, results = draw_on_threads(seq, 16, rounds, progress)
+    deadline = time.monotonic() + 60
+    while sum(progress) < 16 * rounds // 2 and time.monotonic() < deadline:
+        time.sleep(0.001)
+
+    def child() -> dict[str, object]:
+        child_progress = [0] * 4
+        child_workers, child_results = draw_on_threads(seq, 4, rounds, child_progress)
+        for worker in child_workers:
+            worker.join(timeout=60)
+        unused = seq.close()
+        assert all(isinstance(ids, list) for ids in child_results), child_results
+        return {"threads": child_results, "unused": unused, "pid": os.getpid()}
+
+    out = tmp_path / "child.json"
+    pid = fork_child(child, out)
+    for worker in workers:
+        worker.join(timeout=60)
+    assert not any(worker.is_alive() for worker in workers)
+    parent_unused = seq.close()
+    forked = collect(pid, out)
+    assert all(isinstance(ids, list) for ids in results), results
+    threads = [*results, *forked["threads"]]
+    every = [i for ids in threads for i in ids]
+    assert len(every) == len(set(every))
+    assert all(ids == sorted(ids) for ids in threads)
+    assert backend.handed_out() == len(every) + parent_unused + forked["unused"]
+    assert backend.calls > 22  # faults were met

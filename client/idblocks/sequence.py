@@ -64,6 +64,10 @@ DEFAULT_MAX_BATCH = 1_000_000
 CLOSE_TIMEOUT = 10.0
 
 
+# The longest fork() waits for block requests on the network to finish.
+FORK_WAIT = CLOSE_TIMEOUT
+
+
 def gil_enabled() -> bool:
     check = getattr(sys, "_is_gil_enabled", None)
     return True if check is None else bool(check())
@@ -440,13 +444,16 @@ class Sequence:
         wanted = max(self.sizer.next_size(), min(self._take_hint, self.sizer.maximum))
         return max(need, min(wanted, self._ceiling, self.max_batch))
 
-    def _fetch(self, need: int) -> None:
+    def _fetch(self, need: int, *, only_pending: bool = False) -> None:
         """Send the pending request (or a new one for at least ``need`` IDs)
         until a block lands in ``_ready``; raise how it failed otherwise.
-        Called with the lock held, which is let go while on the network."""
+        With ``only_pending``, just the pending request, once. Called with
+        the lock held, which is let go while on the network."""
         while True:
             request = self._pending
             if request is None:
+                if only_pending:
+                    return
                 request = self._pending = _Request(uuid.uuid4().hex, self._size_for(need))
             self._fetching = True
             started = time.monotonic()
@@ -489,7 +496,7 @@ class Sequence:
                 if isinstance(outcome, InvalidRequest):
                     self.sizer.cap(self._ceiling)
                 self._failure = _Failure(outcome, request.size)
-                if self._size_for(need) < request.size:
+                if not only_pending and self._size_for(need) < request.size:
                     continue
             self._failure = _Failure(outcome, request.size)
             raise outcome
@@ -516,7 +523,10 @@ class Sequence:
         """Stop prefetching and hand out nothing more. Returns, and keeps in
         ``unused_ids``, how many IDs of the blocks taken were never handed
         out. A block request on the network is waited for up to ``timeout``
-        seconds; a block that lands later still adds to ``unused_ids``."""
+        seconds; a block that lands later still adds to ``unused_ids``. A
+        request whose answer was lost is asked once more (same key, so it
+        takes nothing new if it had been applied), so that the block it took
+        is counted too."""
         with self._lock:
             if self._closed:
                 return self.unused_ids or 0
@@ -529,6 +539,9 @@ class Sequence:
                 if left <= 0:
                     break
                 self._changed.wait(left)
+            if not self._fetching and self._pending is not None and timeout > 0:
+                with contextlib.suppress(Exception):
+                    self._fetch(1, only_pending=True)
             return self._count_unused()
 
     def _count_unused(self) -> int:
@@ -585,10 +598,19 @@ _held_over_fork: list[Sequence] = []
 
 def _before_fork() -> None:
     # No Sequence is mid-change when the process is copied, and the child
-    # does not inherit a lock held by a thread it will not have.
+    # does not inherit a lock held by a thread it will not have. A block
+    # request on the network is let finish first (for up to FORK_WAIT in
+    # all), so that the backend is not copied in the middle of a request,
+    # with its own locks held by a thread the child does not have.
+    deadline = time.monotonic() + FORK_WAIT
     for seq in list(_live):
         seq._lock.acquire()
         _held_over_fork.append(seq)
+        while seq._fetching:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            seq._changed.wait(left)
 
 
 def _after_fork_in_parent() -> None:
