@@ -224,7 +224,8 @@ class Sequence:
         self._reset()
         if not gil_enabled():
             self.next_id = self._next_id_locked  # type: ignore[method-assign]
-        _live.add(self)
+        with _live_lock:
+            _live.add(self)
 
     def _reset(self) -> None:
         """Hold nothing: at the start, and in a forked child."""
@@ -593,6 +594,7 @@ class Sequence:
 # -- every Sequence in the process: fork and exit -----------------------------
 
 _live: weakref.WeakSet[Sequence] = weakref.WeakSet()
+_live_lock = threading.Lock()
 _held_over_fork: list[Sequence] = []
 
 
@@ -603,7 +605,9 @@ def _before_fork() -> None:
     # all), so that the backend is not copied in the middle of a request,
     # with its own locks held by a thread the child does not have.
     deadline = time.monotonic() + FORK_WAIT
-    for seq in list(_live):
+    with _live_lock:  # not while another thread adds one
+        sequences = list(_live)
+    for seq in sequences:
         seq._lock.acquire()
         _held_over_fork.append(seq)
         while seq._fetching:
@@ -624,8 +628,9 @@ def _after_fork_in_child() -> None:
 
 
 def _close_all_at_exit() -> None:
+    # Without waiting on the network: the process is going away.
     for seq in list(_live):
-        seq.close(timeout=1.0)
+        seq.close(timeout=0.0)
 
 
 os.register_at_fork(
