@@ -10,6 +10,7 @@ import sys
 import textwrap
 import threading
 import time
+import warnings
 import weakref
 
 import pytest
@@ -162,9 +163,9 @@ def test_lost_responses_lose_no_ids_while_block_sizes_adapt(prefetch):
     unused = seq.close()
     ids = flatten(got)
     assert failures > 0
+    assert backend.handed_out == len(ids) + unused
     assert len(ids) == len(set(ids))
     assert ids == sorted(ids)
-    assert backend.handed_out == len(ids) + unused
 
 
 def test_a_lost_response_is_retried_with_its_count_without_prefetch():
@@ -288,7 +289,8 @@ def test_next_id_and_close_go_on_while_a_take_waits_for_the_network():
     drawer = threading.Thread(target=lambda: drawn.extend(seq.next_id() for _ in range(140)))
     drawer.start()
     drawer.join(timeout=ONE_REQUEST)
-    closer = threading.Thread(target=lambda: seq.close(timeout=0.2))
+    closed = []
+    closer = threading.Thread(target=lambda: closed.append(seq.close(timeout=0.2)))
     if not drawer.is_alive():
         closer.start()
         closer.join(timeout=ONE_REQUEST)
@@ -298,6 +300,7 @@ def test_next_id_and_close_go_on_while_a_take_waits_for_the_network():
     closer.join(timeout=10)
     taker.join(timeout=10)
     assert blocked == (False, False)
+    assert len(closed) == 1
     assert drawn == list(range(1, 201))
     assert len(taken) == 1
     assert isinstance(taken[0], SequenceClosed)
@@ -344,12 +347,15 @@ def test_a_dropped_sequence_stops_its_prefetcher_and_is_collected():
     assert thread is not None
     assert thread.is_alive()
     dropped = weakref.ref(seq)
-    with pytest.warns(ResourceWarning, match="140 IDs went unused"):
-        del seq  # the last reference: collected at once, and told
-    gc.collect()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        del seq
+        gc.collect()
     assert dropped() is None
     thread.join(timeout=10)
     assert not thread.is_alive()
+    told = [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)]
+    assert told == ["Sequence('orders') was never closed; 140 IDs went unused"]
     assert len(drawn) == 60
 
 
@@ -360,13 +366,15 @@ def test_close_does_not_wait_long_for_a_prefetch_and_counts_its_block():
     seq = Sequence(backend, "orders", block_size=100, wait_timeout=60)
     drawn = [seq.next_id() for _ in range(60)]
     assert backend.held.wait(10)
-    closer = threading.Thread(target=lambda: seq.close(timeout=0.2))
+    closed = []
+    closer = threading.Thread(target=lambda: closed.append(seq.close(timeout=0.2)))
     closer.start()
     closer.join(timeout=ONE_REQUEST)
     blocked = closer.is_alive()
     backend.gate.set()
     closer.join(timeout=10)
     assert not blocked
+    assert closed == [40]  # returned without the block on its way
     # 40 left of the first block, and the second, counted when it lands
     assert wait_until(lambda: seq.unused_ids == 140)
     assert backend.handed_out == len(drawn) + seq.unused_ids
