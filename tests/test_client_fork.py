@@ -107,6 +107,44 @@ def test_a_forked_child_does_not_reuse_its_parents_pending_key(tmp_path):
     seq.close()
 
 
+class LockedWhileBusy(SharedBackend):
+    """Holds a lock of its own for the whole of a request, as an HTTP
+    connection pool does while it hands out a connection: a child forked
+    while the lock is held would wait for it forever."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.busy = threading.Lock()
+        self.slow = threading.Event()
+        self.inside = threading.Event()
+
+    def allocate(self, counter: str, count: int, *, idempotency_key: str):
+        with self.busy:
+            if self.slow.is_set():
+                self.inside.set()
+                time.sleep(0.3)
+            return super().allocate(counter, count, idempotency_key=idempotency_key)
+
+
+def test_a_fork_during_a_block_request_does_not_copy_the_backend_mid_request(tmp_path):
+    """Reproduces: a fork while the prefetcher was inside the backend copied
+    the backend's lock held by a thread the child does not have; the child's
+    first request then hung (seen as a hung multiprocessing pool worker)."""
+    backend = LockedWhileBusy(tmp_path / "ids.db")
+    seq = Sequence(backend, "orders", block_size=10, wait_timeout=30)
+    first = [seq.next_id() for _ in range(5)]
+    backend.slow.set()
+    first.append(seq.next_id())  # past the mark: the prefetch is on its way, slowly
+    assert backend.inside.wait(10)  # the prefetcher holds the backend's lock now
+    pid = fork_child(lambda: timed_draws(seq, 25), tmp_path / "child.json")
+    child_ids, child_slowest = collect(pid, tmp_path / "child.json", timeout=30)
+    parent_ids, _ = timed_draws(seq, 25)
+    every = first + parent_ids + child_ids
+    assert len(every) == len(set(every))
+    assert child_slowest < ONE_REQUEST
+    seq.close()
+
+
 _POOL_SEQ: Sequence | None = None
 
 
