@@ -192,6 +192,18 @@ def test_an_exhausted_counter_is_reported_after_the_last_id():
     seq.close()
 
 
+def test_blocks_grow_back_once_an_exhausted_counter_is_raised():
+    backend = MemoryBackend(max_id=25)
+    seq = Sequence(backend, "orders", block_size=10, prefetch=False)
+    assert [seq.next_id() for _ in range(25)] == list(range(1, 26))
+    with pytest.raises(CounterExhausted):
+        seq.next_id()
+    backend._max = 1000  # white-box: an admin raised the counter's max
+    assert [seq.next_id() for _ in range(10)] == list(range(26, 36))
+    assert len(backend.blocks[-1]) == 10  # not the single IDs it came down to
+    seq.close()
+
+
 def test_a_block_larger_than_the_service_allows_is_halved():
     backend = MemoryBackend(max_batch=60)
     seq = Sequence(backend, "orders", block_size=None, initial_block=100, max_block=1000)

@@ -216,7 +216,8 @@ class Sequence:
         self.max_batch = max_batch
         self.clock = clock
         self.sizer = BlockSizer(initial_block, min_block, max_block, runway)
-        self._ceiling = max_batch  # lowered when the service refuses a size
+        self._ceiling = max_batch  # lowered when the service refuses a size as too large
+        self._room: int | None = None  # at most what the counter seems to have left
         self._take_hint = 0  # the last take(n): blocks are asked for at least that
         self._latency: float | None = None
         self._closed = False
@@ -443,7 +444,10 @@ class Sequence:
 
     def _size_for(self, need: int) -> int:
         wanted = max(self.sizer.next_size(), min(self._take_hint, self.sizer.maximum))
-        return max(need, min(wanted, self._ceiling, self.max_batch))
+        wanted = min(wanted, self._ceiling, self.max_batch)
+        if self._room is not None:
+            wanted = min(wanted, self._room)
+        return max(need, wanted)
 
     def _fetch(self, need: int, *, only_pending: bool = False) -> None:
         """Send the pending request (or a new one for at least ``need`` IDs)
@@ -493,9 +497,13 @@ class Sequence:
             if _size_refusal(outcome) and request.size > 1:
                 # Too large for the service, or for what the counter has left:
                 # smaller requests may still go through.
-                self._ceiling = min(self._ceiling, max(1, request.size // 2))
+                smaller = max(1, request.size // 2)
                 if isinstance(outcome, InvalidRequest):
+                    self._ceiling = min(self._ceiling, smaller)
                     self.sizer.cap(self._ceiling)
+                else:
+                    # Until a block comes: an admin may raise the counter's max.
+                    self._room = smaller if self._room is None else min(self._room, smaller)
                 self._failure = _Failure(outcome, request.size)
                 if not only_pending and self._size_for(need) < request.size:
                     continue
@@ -504,6 +512,7 @@ class Sequence:
 
     def _landed(self, ids: range, seconds: float) -> None:
         self.requests += 1
+        self._room = None
         self._latency = seconds if self._latency is None else 0.5 * self._latency + 0.5 * seconds
         if self.unused_ids is not None:
             self.unused_ids += len(ids)  # closed meanwhile: it is counted, not used
