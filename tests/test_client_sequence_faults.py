@@ -341,8 +341,10 @@ def test_a_dropped_sequence_stops_its_prefetcher_and_is_collected():
     backend = MemoryBackend()
     seq = Sequence(backend, "orders", block_size=100)
     drawn = [seq.next_id() for _ in range(60)]  # the prefetcher runs
-    ready = seq._ready  # white-box: the blocks fetched ahead
-    assert wait_until(lambda: len(ready) == 1)
+    ready, waiters = seq._ready, seq._changed._waiters  # white-box
+    # The next block is in, and the prefetcher waits for more (holding only
+    # a weak reference while it waits).
+    assert wait_until(lambda: len(ready) == 1 and len(waiters) == 1)
     thread = seq._prefetcher
     assert thread is not None
     assert thread.is_alive()

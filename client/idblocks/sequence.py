@@ -64,6 +64,10 @@ DEFAULT_MAX_BATCH = 1_000_000
 CLOSE_TIMEOUT = 10.0
 
 
+# How many times close() asks for a request whose answer was lost (the
+# backend retries within each), while its timeout lasts.
+CLOSE_ATTEMPTS = 3
+
 # The longest fork() waits for block requests on the network to finish.
 FORK_WAIT = CLOSE_TIMEOUT
 
@@ -536,7 +540,7 @@ class Sequence:
         seconds; a block that lands later still adds to ``unused_ids``. A
         request whose answer was lost is asked once more (same key, so it
         takes nothing new if it had been applied), so that the block it took
-        is counted too."""
+        is counted too (a few times while ``timeout`` lasts)."""
         with self._lock:
             if self._closed:
                 return self.unused_ids or 0
@@ -549,7 +553,11 @@ class Sequence:
                 if left <= 0:
                     break
                 self._changed.wait(left)
-            if not self._fetching and self._pending is not None and timeout > 0:
+            for attempt in range(CLOSE_ATTEMPTS):
+                if timeout <= 0 or self._fetching or self._pending is None:
+                    break
+                if attempt and time.monotonic() >= deadline:
+                    break
                 with contextlib.suppress(Exception):
                     self._fetch(1, only_pending=True)
             return self._count_unused()
