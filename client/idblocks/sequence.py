@@ -538,9 +538,9 @@ class Sequence:
         ``unused_ids``, how many IDs of the blocks taken were never handed
         out. A block request on the network is waited for up to ``timeout``
         seconds; a block that lands later still adds to ``unused_ids``. A
-        request whose answer was lost is asked once more (same key, so it
-        takes nothing new if it had been applied), so that the block it took
-        is counted too (a few times while ``timeout`` lasts)."""
+        request whose answer was lost is asked again with its key (so it
+        takes nothing new if it had been applied), up to CLOSE_ATTEMPTS times
+        while ``timeout`` lasts, so that the block it took is counted too."""
         with self._lock:
             if self._closed:
                 return self.unused_ids or 0
