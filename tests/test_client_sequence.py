@@ -192,6 +192,18 @@ def test_an_exhausted_counter_is_reported_after_the_last_id():
     seq.close()
 
 
+def test_blocks_grow_back_once_an_exhausted_counter_is_raised():
+    backend = MemoryBackend(max_id=25)
+    seq = Sequence(backend, "orders", block_size=10, prefetch=False)
+    assert [seq.next_id() for _ in range(25)] == list(range(1, 26))
+    with pytest.raises(CounterExhausted):
+        seq.next_id()
+    backend._max = 1000  # white-box: an admin raised the counter's max
+    assert [seq.next_id() for _ in range(10)] == list(range(26, 36))
+    assert len(backend.blocks[-1]) == 10  # not the single IDs it came down to
+    seq.close()
+
+
 def test_a_block_larger_than_the_service_allows_is_halved():
     backend = MemoryBackend(max_batch=60)
     seq = Sequence(backend, "orders", block_size=None, initial_block=100, max_block=1000)
@@ -260,18 +272,29 @@ def test_take_returns_consecutive_ids_no_one_else_gets():
     seq.close()
 
 
-def test_take_more_than_is_left_uses_a_later_block_and_keeps_the_rest():
+def test_take_more_than_is_left_continues_into_a_contiguous_block():
     backend = MemoryBackend()
     seq = Sequence(backend, "orders", block_size=10, prefetch=False)
     assert seq.next_id() == 1
-    taken = seq.take(25)  # more than any block: fetched for the purpose
-    assert len(taken) == 25
-    assert taken.start > 10
-    rest = [seq.next_id() for _ in range(9)]
-    assert rest == list(range(2, 11))  # the first block is not skipped
-    seen = [1, *taken, *rest]
-    assert len(set(seen)) == len(seen)
-    seq.close()
+    taken = seq.take(25)  # more than any block: one of 25 is fetched, and follows on
+    assert taken == range(2, 27)
+    assert [seq.next_id() for _ in range(9)] == list(range(27, 36))
+    assert seq.close() == 0
+    assert backend.handed_out == 35
+
+
+def test_take_more_than_is_left_skips_what_lies_below_the_next_block():
+    """The IDs left below the next block are not handed out after it (they
+    would go backwards on this thread); they are counted as unused."""
+    backend = MemoryBackend()
+    seq = Sequence(backend, "orders", block_size=10, prefetch=False)
+    assert seq.next_id() == 1
+    backend.allocate("orders", 5, idempotency_key="another client")  # 11..15
+    taken = seq.take(25)
+    assert taken == range(16, 41)
+    assert seq.next_id() == 41
+    assert seq.close() == 9 + 9  # 2..10 skipped, 42..50 held
+    assert backend.handed_out == 1 + 5 + 9 + 25 + 10
 
 
 class DrawDuringTake(Sequence):
@@ -316,34 +339,42 @@ def test_take_never_hands_out_what_a_concurrent_next_id_gets():
     seq.close()
 
 
-class PrefetchNeverAnswers(MemoryBackend):
-    """The prefetcher's requests hang; requests from other threads go through."""
+class HeldBackend(MemoryBackend):
+    """Every allocate() after the first waits until the test opens the gate."""
 
     def __init__(self):
         super().__init__()
-        self.release = threading.Event()
+        self.gate = threading.Event()
+        self.waiting = threading.Event()
 
     def allocate(self, counter, count, *, idempotency_key):
-        if threading.current_thread().name.startswith("idblocks-") and self.calls > 0:
-            self.release.wait(60)
+        if self.calls > 0:
+            self.waiting.set()
+            assert self.gate.wait(30), "the test never opened the gate"
         return super().allocate(counter, count, idempotency_key=idempotency_key)
 
 
 def test_a_waiting_next_id_takes_the_rest_of_a_block_take_fetched():
-    backend = PrefetchNeverAnswers()
-    seq = Sequence(backend, "orders", block_size=10, wait_timeout=60)
+    """take() and next_id() wait for the same request; what take() leaves of
+    the block is next_id()'s, and nothing goes backwards."""
+    backend = HeldBackend()
+    seq = Sequence(backend, "orders", block_size=10, prefetch=False, wait_timeout=30)
     assert [seq.next_id() for _ in range(10)] == list(range(1, 11))
+    taken = []
+    taker = threading.Thread(target=lambda: taken.append(seq.take(4)))
+    taker.start()
+    assert backend.waiting.wait(10)  # take's request is on the network
     got = []
     waiter = threading.Thread(target=lambda: got.append(seq.next_id()))
-    waiter.start()  # nothing buffered, the prefetch hangs: it waits
-    # (white-box: the waiter is the one thread waiting on the Sequence's condition)
+    waiter.start()
+    # (white-box: the waiter waits on the Sequence's condition, not its lock)
     assert wait_until(lambda: len(seq._changed._waiters) == 1)
-    assert got == []
-    taken = seq.take(4)  # fetches a block of its own and leaves 6 of it
+    backend.gate.set()
+    taker.join(timeout=10)
     waiter.join(timeout=10)
-    assert got, "next_id kept waiting though IDs were there"
-    assert got[0] not in taken
-    backend.release.set()
+    assert taken == [range(11, 15)]
+    assert got == [15]
+    assert backend.calls == 2
     seq.close()
 
 

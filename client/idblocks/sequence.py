@@ -9,28 +9,67 @@ get the same ID. Builds without a GIL (free-threaded) take a lock instead.
 Each block is served in two segments. When the first runs out, the next block
 is requested in the background (prefetch), so in steady state the network is
 never waited on. When the second runs out, the already-fetched block takes
-over. Only these boundaries take the lock.
+over. Only these boundaries take the lock, and no lock is held while a
+request is on the network.
+
+Blocks are requested one at a time, and a block request, once made, is
+repeated with the same count and Idempotency-Key until the service answers
+it; so a lost response costs no IDs, and every block is above the one before.
+IDs are handed out in block order, which is why they increase on each thread.
 
 Block sizes adapt: each is sized to last ``runway`` seconds at the measured
 rate, within [min_block, max_block]; a busy client makes few requests, an
 idle one holds few unused IDs.
+
+A process forked from one holding a Sequence starts it afresh: it drops the
+blocks, the request and the prefetcher it inherited (the parent still owns
+them) and fetches its own blocks, with keys drawn in the child.
 """
 
 from __future__ import annotations
 
+import atexit
 import collections
+import contextlib
 import math
+import os
 import sys
 import threading
 import time
 import uuid
+import warnings
+import weakref
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from types import TracebackType
 
 from idblocks.backend import Backend, Block
-from idblocks.errors import CounterExhausted, InvalidRequest, SequenceClosed, ServiceError, ServiceUnavailable
+from idblocks.errors import (
+    CounterExhausted,
+    InvalidRequest,
+    SequenceClosed,
+    ServiceError,
+    ServiceUnavailable,
+)
 
 _EXHAUSTED: Iterator[int] = iter(())
+_EMPTY = range(0)
+
+# The service's default MaxBatchSize.
+DEFAULT_MAX_BATCH = 1_000_000
+
+# How long close() waits, by default, for a block request on the network to be
+# answered, so that the block it brings is counted: HttpBackend's default
+# timeout for one request.
+CLOSE_TIMEOUT = 10.0
+
+
+# How many times close() asks for a request whose answer was lost (the
+# backend retries within each), while its timeout lasts.
+CLOSE_ATTEMPTS = 3
+
+# The longest fork() waits for block requests on the network to finish.
+FORK_WAIT = CLOSE_TIMEOUT
 
 
 def gil_enabled() -> bool:
@@ -69,8 +108,77 @@ class BlockSizer:
         return self.last
 
     def cap(self, maximum: int) -> None:
-        self.maximum = max(self.minimum, maximum)
+        self.maximum = max(self.minimum, min(self.maximum, maximum))
         self.last = min(self.last, self.maximum)
+
+
+@dataclass(frozen=True)
+class _Request:
+    """A block request: fixed when first made, repeated as is until answered."""
+
+    key: str
+    size: int
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """How the last answered request failed, for the threads that waited on it."""
+
+    error: BaseException
+    size: int  # the count that was refused
+
+    def final_for(self, need: int) -> bool:
+        """Whether a thread needing ``need`` IDs can hope for nothing better.
+        Refusals of a size (too large, or more than the counter has left)
+        still let a smaller request through; no answer at all is retried."""
+        if isinstance(self.error, ServiceUnavailable) or not isinstance(self.error, Exception):
+            return False
+        return not _size_refusal(self.error) or need >= self.size
+
+
+def _size_refusal(error: BaseException) -> bool:
+    return isinstance(error, CounterExhausted) or (
+        isinstance(error, InvalidRequest) and error.code == "invalid_count"
+    )
+
+
+def _fresh(error: BaseException) -> BaseException:
+    """A new instance of a shared error, so that threads raising it at once do
+    not write their tracebacks into one object."""
+    if isinstance(error, ServiceError):
+        return type(error)(error.status, error.code, error.message)
+    if isinstance(error, ServiceUnavailable):
+        return ServiceUnavailable(*error.args)
+    return error
+
+
+class _Signal:
+    """What the prefetcher thread shares with its Sequence. The thread holds
+    this and a weak reference to the Sequence, never the Sequence itself, so
+    a Sequence nobody uses any more is collected and its thread ends."""
+
+    def __init__(self) -> None:
+        # Reentrant: a Sequence collected on a thread that holds its lock
+        # (the cyclic collector runs anywhere) closes itself under that lock.
+        self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)
+        self.want = False  # a block should be fetched ahead
+        self.stop = False
+
+
+def _prefetch_loop(sequence: weakref.ReferenceType[Sequence], signal: _Signal) -> None:
+    while True:
+        with signal.changed:
+            while not (signal.want or signal.stop):
+                signal.changed.wait()
+            if signal.stop:
+                return
+            signal.want = False
+        seq = sequence()
+        if seq is None:
+            return
+        seq._prefetch_once()
+        del seq  # dropped outside the lock: collecting it takes the lock
 
 
 class Sequence:
@@ -87,53 +195,62 @@ class Sequence:
         runway: float = 5.0,
         prefetch_at: float = 0.5,
         wait_timeout: float = 60.0,
+        max_batch: int = DEFAULT_MAX_BATCH,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """``block_size`` fixes every block's size (no adapting). ``prefetch_at``
-        is the share of a block still unused when the next one is requested;
-        it grows by itself when requests take longer than that share lasts.
-        ``wait_timeout`` bounds how long ``next_id`` waits when nothing is
-        buffered; the backend's retry policy usually gives up first."""
+        """``block_size`` fixes every block's size (no adapting), except that
+        ``take(n)`` asks for at least ``n``. ``prefetch_at`` is the share of
+        a block still unused when the next one is requested; it grows by
+        itself when requests take longer than that share lasts.
+        ``wait_timeout`` bounds how long a call waits for a block another
+        thread is fetching; a call's own request is bounded by the backend's
+        retry policy. ``max_batch`` is the service's MaxBatchSize: the
+        largest ``take(n)``."""
         if block_size is not None:
             initial_block = min_block = max_block = block_size
         if not 0 <= prefetch_at <= 1:
             raise ValueError("prefetch_at must be between 0 and 1")
+        if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
+            raise ValueError(f"max_batch must be a positive integer, not {max_batch!r}")
         self.backend = backend
         self.counter = counter
         self.prefetch = prefetch
         self.prefetch_at = prefetch_at
         self.wait_timeout = wait_timeout
+        self.max_batch = max_batch
         self.clock = clock
         self.sizer = BlockSizer(initial_block, min_block, max_block, runway)
-
-        self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
-        self._stats_lock = threading.Lock()
-        self._ids: Iterator[int] = _EXHAUSTED  # what next_id draws from
-        self._position: Iterator[int] = _EXHAUSTED  # a range iterator whose length_hint is what is left
-        self._segment = range(0)  # the segment being drawn from
-        self._generation = 0  # counts segment switches
-        self._rest: collections.deque[range] = collections.deque()  # the current block's later segment
-        self._ready: collections.deque[Block] = collections.deque()  # fetched, not started
-        self._block_started: float | None = None
-        self._block_size = 0
-        self._want_block = False
-        self._fetching = False
-        self._error: Exception | None = None
-        self._unfinished: tuple[str, int] | None = None  # (idempotency key, size) of a failed block request
+        self._ceiling = max_batch  # lowered when the service refuses a size as too large
+        self._room: int | None = None  # at most what the counter seems to have left
+        self._take_hint = 0  # the last take(n): blocks are asked for at least that
         self._latency: float | None = None
         self._closed = False
-        self.requests = 0  # block requests that succeeded
         self.unused_ids: int | None = None  # set by close()
-
+        self._reset()
         if not gil_enabled():
             self.next_id = self._next_id_locked  # type: ignore[method-assign]
+        with _live_lock:
+            _live.add(self)
+
+    def _reset(self) -> None:
+        """Hold nothing: at the start, and in a forked child."""
+        self._signal = _Signal()
+        self._lock = self._signal.lock
+        self._changed = self._signal.changed
         self._prefetcher: threading.Thread | None = None
-        if prefetch:
-            self._prefetcher = threading.Thread(
-                target=self._prefetch_loop, name=f"idblocks-{counter}", daemon=True
-            )
-            self._prefetcher.start()
+        self._ids: Iterator[int] = _EXHAUSTED  # what next_id draws from
+        self._position: Iterator[int] = _EXHAUSTED  # a range iterator whose length_hint is what is left
+        self._segment = _EMPTY  # the segment being drawn from
+        self._rest: range | None = None  # the current block's later segment
+        self._block: range | None = None  # the current block, for sizing
+        self._block_started = 0.0
+        self._ready: collections.deque[range] = collections.deque()  # fetched, not started
+        self._pending: _Request | None = None  # made, not answered yet
+        self._fetching = False  # a thread has the pending request on the network
+        self._answers = 0  # requests answered or failed so far
+        self._failure: _Failure | None = None  # how the last of them failed, if it did
+        self._skipped = 0  # IDs passed over by take(), never handed out
+        self.requests = 0  # block requests that succeeded
 
     # -- handing out ---------------------------------------------------------
 
@@ -155,58 +272,76 @@ class Sequence:
 
     def _next_id_slow(self) -> int:
         with self._lock:
+            deadline = time.monotonic() + self.wait_timeout
             while True:
                 try:
                     return next(self._ids)  # another thread moved on already
                 except StopIteration:
-                    self._advance()
+                    self._advance(deadline)
 
     def take(self, n: int) -> range:
-        """``n`` consecutive IDs, as a range. They come from the current block
-        when it has ``n`` left, else from a later block (and what is left of
-        the current block is still handed out by ``next_id``)."""
+        """``n`` consecutive IDs, as a range, above every ID this thread had
+        before. They come from what is held when it covers ``n``; else from a
+        block of at least ``n`` (fetched if need be, while other threads go on
+        drawing what is held), and the IDs still held below it are then
+        skipped, counted in ``unused_ids``: handing them out afterwards would
+        go backwards. ``n`` up to ``max_batch``; more raises ValueError before
+        anything is asked of the service."""
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"n must be a positive integer, not {n!r}")
+        if n > self.max_batch:
+            raise ValueError(f"n must be at most max_batch ({self.max_batch}), not {n}")
         with self._lock:
-            self._check_open()
-            # From here no other thread can draw: next_id finds an empty
-            # iterator and waits for the lock.
-            self._ids = _EXHAUSTED
-            current = self._left_in_segment()
-            # The block's later segment, if still ahead, follows on from this one.
-            later = self._rest.popleft() if self._rest else None
-            if not current and later is not None:
-                current, later = later, None
-                self._request_block()  # now in the later segment: the mark is passed
-            run = range(current.start, later.stop if later else current.stop)
-            if len(run) < n:
-                # What is left of this block stays for next_id; take from a later block.
-                self._activate(current)
-                if later is not None:
-                    self._rest.append(later)
-                return self._take_from_later_blocks(n)
-            taken, left = run[:n], run[n:]
-            if later is not None and left.start < later.start:
-                self._activate(range(left.start, later.start))
-                self._rest.append(later)
-            else:
-                self._activate(left)
-                self._request_block()  # the mark is passed
-            return taken
+            self._take_hint = n
+            deadline = time.monotonic() + self.wait_timeout
+            while True:
+                self._check_open()
+                # From here no other thread can draw: next_id finds an empty
+                # iterator and waits for the lock.
+                self._ids = _EXHAUSTED
+                current = self._left_in_segment()
+                held = current if self._rest is None else range(current.start, self._rest.stop)
+                # Blocks that continue this one (usual when one client uses a
+                # counter) make one run with it.
+                joined = 0
+                for block in self._ready:
+                    if len(held) >= n or block.start != held.stop:
+                        break
+                    held = range(held.start, block.stop)
+                    joined += 1
+                if len(held) >= n:
+                    for _ in range(joined):
+                        # The block before is used up as far as sizing goes.
+                        self._finish_block()
+                        self._block, self._block_started = self._ready.popleft(), self.clock()
+                        self._rest = None
+                    return self._carve(held, n)
+                self._activate(current)  # not enough: the others draw on meanwhile
+                big = next((i for i, block in enumerate(self._ready) if len(block) >= n), None)
+                if big is None:
+                    self._await_block(n, deadline)
+                    continue  # the lock was let go: look again
+                # Everything held below that block is passed over, so that
+                # nothing handed out after this range lies under it.
+                self._skipped += len(held) + sum(len(self._ready[i]) for i in range(joined, big))
+                self._activate(range(held.stop, held.stop))
+                self._rest = None
+                self._finish_block()
+                for _ in range(big):
+                    self._ready.popleft()
+                self._start_block(self._ready.popleft())
 
-    def _take_from_later_blocks(self, n: int) -> range:
-        for index, block in enumerate(self._ready):
-            if len(block) >= n:
-                del self._ready[index]
-                if len(block) > n:
-                    self._ready.appendleft(Block(block.start + n, block.end))
-                return range(block.start, block.start + n)
-        # No fetched block is big enough: ask for one of at least n, now.
-        block = self._fetch(max(n, self.sizer.next_size()), retry_key=False, may_shrink=False)
-        if len(block) > n:
-            self._ready.append(Block(block.start + n, block.end))
-            self._changed.notify_all()  # a thread waiting for a block can have the rest
-        return range(block.start, block.start + n)
+    def _carve(self, held: range, n: int) -> range:
+        """The first ``n`` of ``held``, what is left of the current block;
+        the rest stays to be drawn."""
+        taken, left = held[:n], held[n:]
+        if self._rest is not None and left.start < self._rest.start:
+            self._activate(range(left.start, self._rest.start))
+        else:
+            self._rest = None
+            self._activate(left)
+            self._request_prefetch()  # the mark is passed
+        return taken
 
     # -- block boundaries (always with the lock held) --------------------------
 
@@ -224,63 +359,82 @@ class Sequence:
             self._position = offsets
             self._ids = map(segment.start.__add__, offsets)
         self._segment = segment
-        self._generation += 1
-        self._changed.notify_all()  # a thread waiting for IDs can go on
 
-    def _advance(self) -> None:
+    def _advance(self, deadline: float) -> None:
         """The current segment is used up: move to the next one, fetching if
         nothing is buffered. Raises when nothing can be had."""
         self._check_open()
-        if self._rest:
-            self._activate(self._rest.popleft())
-            self._request_block()
+        if self._rest is not None:
+            self._activate(self._rest)
+            self._rest = None
+            self._request_prefetch()
             return
-        now = self.clock()
-        if self._block_started is not None:
-            self.sizer.observe(self._block_size, now - self._block_started)
-            self._block_started = None
+        self._finish_block()
         if not self._ready:
-            if not self.prefetch:
-                self._ready.append(self._fetch(self.sizer.next_size(), retry_key=True))
-            else:
-                generation = self._generation
-                self._wait_for_block(generation)
-                if self._generation != generation:
-                    return  # another thread started the block meanwhile
-        self._start_block(self._ready.popleft(), now)
+            # The lock is let go meanwhile, and another thread may start the
+            # block that comes: the caller looks at the iterator again first.
+            self._await_block(1, deadline)
+            return
+        self._start_block(self._ready.popleft())
 
-    def _start_block(self, block: Block, now: float) -> None:
-        ids = block.ids()
+    def _finish_block(self) -> None:
+        if self._block is not None:
+            self.sizer.observe(len(self._block), self.clock() - self._block_started)
+            self._block = None
+
+    def _start_block(self, ids: range) -> None:
         # The later segment is what is left when the next block is requested:
         # the prefetch_at share, or more if a request takes longer than that lasts.
         tail = math.ceil(len(ids) * self.prefetch_at)
         if self.sizer.rate and self._latency:
             tail = max(tail, math.ceil(self.sizer.rate * self._latency * 2))
         split = ids.stop - min(tail, len(ids))
-        self._block_started, self._block_size = now, len(ids)
-        if split > ids.start:
+        self._block, self._block_started = ids, self.clock()
+        if self.prefetch and split > ids.start:
             self._activate(range(ids.start, split))
-            self._rest.append(range(split, ids.stop))
+            self._rest = range(split, ids.stop)
         else:
             self._activate(ids)
-            self._request_block()
+            self._rest = None
+            self._request_prefetch()
 
-    def _request_block(self) -> None:
-        if self.prefetch and not self._ready and not self._fetching:
-            self._want_block = True
-            self._changed.notify_all()
+    def _request_prefetch(self) -> None:
+        if not self.prefetch or self._closed or self._ready or self._fetching:
+            return
+        if self._prefetcher is None:
+            self._prefetcher = threading.Thread(
+                target=_prefetch_loop,
+                args=(weakref.ref(self), self._signal),
+                name=f"idblocks-{self.counter}",
+                daemon=True,
+            )
+            self._prefetcher.start()
+        self._signal.want = True
+        self._changed.notify_all()
 
-    def _wait_for_block(self, generation: int) -> None:
-        """Wait (releasing the lock) until a block is fetched or another thread
-        moved on; raise what the fetch failed with, or on timeout."""
-        self._error = None
-        self._request_block()
-        deadline = time.monotonic() + self.wait_timeout
-        while not self._ready and self._generation == generation:
+    def _await_block(self, need: int, deadline: float) -> None:
+        """Return once a block is fetched, fetching it when no other thread
+        is. Raises what failed for good while this thread waited, its own
+        request's failure, or ServiceUnavailable at ``deadline``. Lets the
+        lock go meanwhile."""
+        seen = self._answers
+        while not (self._ready and (need == 1 or any(len(block) >= need for block in self._ready))):
             self._check_open()
-            if self._error is not None:
-                error, self._error = self._error, None
-                raise error
+            if self._answers != seen:
+                if self._failure is None:
+                    return  # a block came and another thread started it: look again
+                if self._failure.final_for(need):
+                    raise _fresh(self._failure.error)
+            if not self._fetching:
+                # Nobody is asking, or the last try failed in a way that
+                # asking again may fix: this thread asks.
+                if self._answers != seen and time.monotonic() >= deadline:
+                    error = self._failure.error if self._failure else None
+                    raise ServiceUnavailable(
+                        f"no block for '{self.counter}' within {self.wait_timeout} s"
+                    ) from error
+                self._fetch(need)
+                return
             left = deadline - time.monotonic()
             if left <= 0:
                 raise ServiceUnavailable(f"no block for '{self.counter}' within {self.wait_timeout} s")
@@ -292,98 +446,155 @@ class Sequence:
 
     # -- fetching ------------------------------------------------------------
 
-    def _fetch(self, size: int, *, retry_key: bool, may_shrink: bool = True) -> Block:
-        """Ask the service for a block of ``size``. Called with the lock held
-        (no prefetch, and take) or without it (the prefetcher); it touches no
-        shared state but ``_unfinished``, which only one of those uses.
+    def _size_for(self, need: int) -> int:
+        wanted = max(self.sizer.next_size(), min(self._take_hint, self.sizer.maximum))
+        wanted = min(wanted, self._ceiling, self.max_batch)
+        if self._room is not None:
+            wanted = min(wanted, self._room)
+        return max(need, wanted)
 
-        With ``retry_key``, a request that failed even after the backend's
-        retries keeps its Idempotency-Key, so asking again finds the block if
-        it was taken after all."""
-        if not retry_key or self._unfinished is None or self._unfinished[1] != size:
-            key = uuid.uuid4().hex
-        else:
-            key = self._unfinished[0]
-        if retry_key:
-            self._unfinished = (key, size)
-        started = time.monotonic()
-        try:
-            block = self.backend.allocate(self.counter, size, idempotency_key=key)
-        except ServiceError as exc:
-            # The service answered, so this request is settled and the next
-            # gets a new key. (ServiceUnavailable is not a ServiceError: its
-            # outcome is unknown, and the key is kept.)
-            if retry_key:
-                self._unfinished = None
-            if not may_shrink:
-                raise
-            if isinstance(exc, InvalidRequest) and exc.code == "invalid_count" and size > self.sizer.minimum:
-                self.sizer.cap(size // 2)  # over the service's MaxBatchSize
-                return self._fetch(self.sizer.next_size(), retry_key=retry_key)
-            if isinstance(exc, CounterExhausted) and size > 1:
-                # Fewer IDs than a block may be left: take them in smaller blocks.
-                return self._fetch(size // 2, retry_key=retry_key)
-            raise
-        if retry_key:
-            self._unfinished = None
-        if len(block) != size:
-            raise ServiceError(
-                500, "bad_block", f"asked for {size} IDs, the service answered with {len(block)}"
-            )
-        self._note_request(time.monotonic() - started)
-        return block
-
-    def _note_request(self, seconds: float) -> None:
-        with self._stats_lock:  # the prefetcher and take() may both be fetching
-            self._latency = seconds if self._latency is None else 0.5 * self._latency + 0.5 * seconds
-            self.requests += 1
-
-    def _prefetch_loop(self) -> None:
-        with self._lock:
-            while True:
-                while not (self._want_block or self._closed):
-                    self._changed.wait()
-                if self._closed:
+    def _fetch(self, need: int, *, only_pending: bool = False) -> None:
+        """Send the pending request (or a new one for at least ``need`` IDs)
+        until a block lands in ``_ready``; raise how it failed otherwise.
+        With ``only_pending``, just the pending request, once. Called with
+        the lock held, which is let go while on the network."""
+        while True:
+            request = self._pending
+            if request is None:
+                if only_pending:
                     return
-                self._want_block = False
-                if self._ready:
-                    continue
-                self._fetching = True
-                size = self.sizer.next_size()
-                self._lock.release()
-                try:
-                    result: Block | Exception = self._fetch(size, retry_key=True)
-                except Exception as exc:  # noqa: BLE001 - handed to the consumer, who raises it
-                    result = exc
-                finally:
-                    self._lock.acquire()
-                    self._fetching = False
-                if isinstance(result, Block):
-                    self._ready.append(result)
+                request = self._pending = _Request(uuid.uuid4().hex, self._size_for(need))
+            self._fetching = True
+            started = time.monotonic()
+            self._lock.release()
+            try:
+                outcome: Block | BaseException = self.backend.allocate(
+                    self.counter, request.size, idempotency_key=request.key
+                )
+            except BaseException as exc:  # noqa: BLE001 - settled below, under the lock
+                outcome = exc
+            finally:
+                self._lock.acquire()
+            self._fetching = False
+            self._answers += 1
+            self._changed.notify_all()
+            if isinstance(outcome, Block):
+                self._pending = None
+                self._failure = None
+                if len(outcome) != request.size:
+                    self._skipped += len(outcome)
+                    outcome = ServiceError(
+                        500,
+                        "bad_block",
+                        f"asked for {request.size} IDs, the service answered with {len(outcome)}",
+                    )
                 else:
-                    self._error = result
-                self._changed.notify_all()
+                    self._landed(outcome.ids(), time.monotonic() - started)
+                    return
+            elif not isinstance(outcome, ServiceError):
+                # No answer (ServiceUnavailable, or anything else the backend
+                # raised): the request may have been applied, so it is kept,
+                # key and count, for the next try.
+                self._failure = _Failure(outcome, request.size)
+                raise outcome
+            self._pending = None  # answered: the next request is a new one
+            if _size_refusal(outcome) and request.size > 1:
+                # Too large for the service, or for what the counter has left:
+                # smaller requests may still go through.
+                smaller = max(1, request.size // 2)
+                if isinstance(outcome, InvalidRequest):
+                    self._ceiling = min(self._ceiling, smaller)
+                    self.sizer.cap(self._ceiling)
+                else:
+                    # Until a block comes: an admin may raise the counter's max.
+                    self._room = smaller if self._room is None else min(self._room, smaller)
+                self._failure = _Failure(outcome, request.size)
+                if not only_pending and self._size_for(need) < request.size:
+                    continue
+            self._failure = _Failure(outcome, request.size)
+            raise outcome
+
+    def _landed(self, ids: range, seconds: float) -> None:
+        self.requests += 1
+        self._room = None
+        self._latency = seconds if self._latency is None else 0.5 * self._latency + 0.5 * seconds
+        if self.unused_ids is not None:
+            self.unused_ids += len(ids)  # closed meanwhile: it is counted, not used
+        else:
+            self._ready.append(ids)
+
+    def _prefetch_once(self) -> None:
+        with self._lock:
+            if self._closed or self._ready or self._fetching:
+                return
+            # A failure is kept in _failure for the threads that wait.
+            with contextlib.suppress(Exception):
+                self._fetch(1)
 
     # -- lifecycle -----------------------------------------------------------
 
-    def close(self) -> int:
+    def close(self, timeout: float = CLOSE_TIMEOUT) -> int:
         """Stop prefetching and hand out nothing more. Returns, and keeps in
-        ``unused_ids``, how many IDs of the blocks held were never handed out."""
+        ``unused_ids``, how many IDs of the blocks taken were never handed
+        out. A block request on the network is waited for up to ``timeout``
+        seconds; a block that lands later still adds to ``unused_ids``. A
+        request whose answer was lost is asked again with its key (so it
+        takes nothing new if it had been applied), up to CLOSE_ATTEMPTS times
+        while ``timeout`` lasts, so that the block it took is counted too."""
         with self._lock:
             if self._closed:
                 return self.unused_ids or 0
             self._closed = True
+            self._signal.stop = True
             self._changed.notify_all()
-        if self._prefetcher is not None:
-            self._prefetcher.join(timeout=self.wait_timeout)
-        with self._lock:
-            self._ids = _EXHAUSTED
-            unused = len(self._left_in_segment()) + sum(map(len, self._rest)) + sum(map(len, self._ready))
-            self._position = _EXHAUSTED
-            self._rest.clear()
-            self._ready.clear()
-            self.unused_ids = unused
+            deadline = time.monotonic() + timeout
+            while self._fetching:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._changed.wait(left)
+            for attempt in range(CLOSE_ATTEMPTS):
+                if timeout <= 0 or self._fetching or self._pending is None:
+                    break
+                if attempt and time.monotonic() >= deadline:
+                    break
+                with contextlib.suppress(Exception):
+                    self._fetch(1, only_pending=True)
+            return self._count_unused()
+
+    def _count_unused(self) -> int:
+        self._ids = _EXHAUSTED
+        unused = len(self._left_in_segment()) + sum(map(len, self._ready)) + self._skipped
+        if self._rest is not None:
+            unused += len(self._rest)
+        self._position = _EXHAUSTED
+        self._segment = _EMPTY
+        self._rest = None
+        self._ready.clear()
+        self.unused_ids = unused
         return unused
+
+    def _after_fork_in_child(self) -> None:
+        """The blocks, request and prefetcher belong to the parent: let them go."""
+        closed = self._closed
+        self._reset()
+        self._closed = closed
+
+    def __del__(self) -> None:
+        signal = getattr(self, "_signal", None)
+        if signal is None or self._closed:
+            return
+        with self._lock:
+            self._closed = True
+            signal.stop = True
+            self._changed.notify_all()
+            unused = self._count_unused()
+        if not sys.is_finalizing():
+            warnings.warn(
+                f"Sequence('{self.counter}') was never closed; {unused} IDs went unused",
+                ResourceWarning,
+                stacklevel=1,
+            )
 
     def __enter__(self) -> Sequence:
         return self
@@ -395,3 +606,51 @@ class Sequence:
 
     def __repr__(self) -> str:
         return f"Sequence({self.counter!r}, requests={self.requests}, closed={self._closed})"
+
+
+# -- every Sequence in the process: fork and exit -----------------------------
+
+_live: weakref.WeakSet[Sequence] = weakref.WeakSet()
+_live_lock = threading.Lock()
+_held_over_fork: list[Sequence] = []
+
+
+def _before_fork() -> None:
+    # No Sequence is mid-change when the process is copied, and the child
+    # does not inherit a lock held by a thread it will not have. A block
+    # request on the network is let finish first (for up to FORK_WAIT in
+    # all), so that the backend is not copied in the middle of a request,
+    # with its own locks held by a thread the child does not have.
+    deadline = time.monotonic() + FORK_WAIT
+    with _live_lock:  # not while another thread adds one
+        sequences = list(_live)
+    for seq in sequences:
+        seq._lock.acquire()
+        _held_over_fork.append(seq)
+        while seq._fetching:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            seq._changed.wait(left)
+
+
+def _after_fork_in_parent() -> None:
+    while _held_over_fork:
+        _held_over_fork.pop()._lock.release()
+
+
+def _after_fork_in_child() -> None:
+    while _held_over_fork:
+        _held_over_fork.pop()._after_fork_in_child()
+
+
+def _close_all_at_exit() -> None:
+    # Without waiting on the network: the process is going away.
+    for seq in list(_live):
+        seq.close(timeout=0.0)
+
+
+os.register_at_fork(
+    before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child
+)
+atexit.register(_close_all_at_exit)
