@@ -27,8 +27,11 @@ DEFAULT_STATE = ROOT / ".dev-state" / "dynamodb.json"
 LOCAL_TABLE_NAMES = {"CountersTable": "idblocks-counters", "IdempotencyTable": "idblocks-idempotency"}
 
 
-class _Stop(Exception):
-    pass
+class _Stop(BaseException):
+    """Raised by the signal handler before the server is up. A BaseException,
+    as KeyboardInterrupt is: the signal can land inside any library call
+    (botocore creating the tables, say), and a library's ``except Exception``
+    would otherwise catch it or wrap it in an error of its own."""
 
 
 def fail(message: str) -> NoReturn:

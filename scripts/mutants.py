@@ -176,33 +176,40 @@ MUTANTS = [
         "client-new-key-per-attempt",
         "the client asks again for a block with a new Idempotency-Key",
         "client/idblocks/sequence.py",
-        "        if not retry_key or self._unfinished is None or self._unfinished[1] != size:",
-        "        if True:",
-        ("tests/test_client_sequence.py::test_a_lost_response_does_not_burn_the_block",),
+        "            request = self._pending\n            if request is None:",
+        "            request = None\n            if request is None:",
+        (
+            "tests/test_client_sequence.py::test_a_lost_response_does_not_burn_the_block",
+            "tests/test_client_sequence_faults.py::test_lost_responses_lose_no_ids_while_block_sizes_adapt",
+        ),
     ),
     Mutant(
         "client-take-races",
         "take() carves IDs while next_id may still draw from the same segment",
         "client/idblocks/sequence.py",
-        "            self._ids = _EXHAUSTED\n            current = self._left_in_segment()",
-        "            current = self._left_in_segment()",
+        "                self._ids = _EXHAUSTED\n                current = self._left_in_segment()",
+        "                current = self._left_in_segment()",
         ("tests/test_client_sequence.py::test_take_never_hands_out_what_a_concurrent_next_id_gets",),
     ),
     Mutant(
         "client-lost-wakeup",
-        "a block take() leaves behind does not wake a next_id() waiting for one",
+        "a block request that ends wakes none of the threads waiting for it",
         "client/idblocks/sequence.py",
-        "            self._changed.notify_all()  # a thread waiting for a block can have the rest\n",
-        "",
-        ("tests/test_client_sequence.py::test_a_waiting_next_id_takes_the_rest_of_a_block_take_fetched",),
+        "            self._answers += 1\n            self._changed.notify_all()\n",
+        "            self._answers += 1\n",
+        (
+            "tests/test_client_sequence_faults.py::test_every_waiting_thread_gets_an_error_retrying_cannot_fix",
+        ),
     ),
     Mutant(
-        "client-lost-wakeup-activate",
-        "(its companion: switching segments wakes no one either)",
+        "client-fork-keeps-blocks",
+        "a forked child keeps the blocks, and the pending request, of its parent",
         "client/idblocks/sequence.py",
-        "        self._changed.notify_all()  # a thread waiting for IDs can go on\n",
-        "",
-        (),
+        "        closed = self._closed\n        self._reset()\n        self._closed = closed",
+        "        return",
+        (
+            "tests/test_client_fork.py::test_a_forked_child_never_hands_out_its_parents_ids_and_does_not_stall",
+        ),
     ),
     Mutant(
         "dev-state-not-saved",
@@ -217,7 +224,6 @@ MUTANTS = [
 TOGETHER = {
     "read-then-write": ["read-then-write-values"],
     "revive-below-mark": ["revive-below-mark-store"],
-    "client-lost-wakeup": ["client-lost-wakeup-activate"],
 }
 
 

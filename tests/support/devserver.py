@@ -121,6 +121,8 @@ class DevServer:
         _stop_process(self.process, sig, grace)
         if self._reader is not None:
             self._reader.join(timeout=30)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
         return self.process.returncode
 
     def __enter__(self) -> DevServer:
