@@ -56,8 +56,8 @@ security: $(CHECKOV_VENV)/.installed  ## checkov on template.yaml: no failed che
 build: venv  ## sam build (the layer and the three functions, arm64)
 	sam build
 
-unit: venv  ## The pytest suites only
-	python -m pytest
+unit: venv  ## The fast in-process tests (tests/unit), for every change
+	python -m pytest tests/unit
 
 openapi: venv  ## Regenerate docs/openapi.json from the code
 	python -m scripts.openapi > docs/openapi.json

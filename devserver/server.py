@@ -6,7 +6,7 @@ providers read the template, and its LocalApigwService (a Flask app) matches
 requests and builds the proxy events. Where SAM CLI would start a container
 through its LocalLambdaRunner, InProcessRunner calls the real handler. None of
 this is public SAM CLI API: aws-sam-cli is pinned, and
-tests/test_devserver_sam_contract.py fails if an upgrade moves what is used.
+tests/integration/test_devserver_sam_contract.py fails if an upgrade moves what is used.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ MUTANTS = [
             UpdateExpression=(
                 "SET #hwm = :new_hwm, #updated = :now, #token = :token, #alloc_at = :now ADD #room :minus_n"
             ),""",
-        ("tests/test_proof_concurrency.py",),
+        ("tests/proof/test_proof_concurrency.py",),
     ),
     Mutant(
         "read-then-write-values",
@@ -66,8 +66,8 @@ MUTANTS = [
         "                return Block(hwm - count + 1, hwm, replayed=True)",
         "                raise StaleToken",
         (
-            "tests/test_proof_faults.py::test_lost_dynamodb_answers_cost_nothing_without_a_key",
-            "tests/test_proof_faults.py::test_keyed_requests_lose_nothing_and_repeat_nothing",
+            "tests/proof/test_proof_faults.py::test_lost_dynamodb_answers_cost_nothing_without_a_key",
+            "tests/proof/test_proof_faults.py::test_keyed_requests_lose_nothing_and_repeat_nothing",
         ),
     ),
     Mutant(
@@ -76,7 +76,7 @@ MUTANTS = [
         STORE,
         'UpdateExpression=f"SET #hwm = :hwm, #room = #max - :hwm, #updated = :now {_FORGET_ALLOCATION}",',
         'UpdateExpression="SET #hwm = :hwm, #room = #max - :hwm, #updated = :now",',
-        ("tests/test_replay.py::test_reused_key_after_an_admin_put_takes_a_new_block",),
+        ("tests/unit/test_replay.py::test_reused_key_after_an_admin_put_takes_a_new_block",),
     ),
     Mutant(
         "backoff-past-deadline",
@@ -84,7 +84,7 @@ MUTANTS = [
         STORE,
         "            if left is not None and left - delay < _SHORTEST_ATTEMPT_SECONDS:",
         "            if False:",
-        ("tests/test_deadline.py::test_the_store_gives_up_before_the_cutoff",),
+        ("tests/integration/test_deadline.py::test_the_store_gives_up_before_the_cutoff",),
     ),
     Mutant(
         "move-back",
@@ -92,7 +92,10 @@ MUTANTS = [
         STORE,
         'ConditionExpression=f"{_LIVE} AND #hwm <= :hwm AND #max >= :hwm",',
         'ConditionExpression=f"{_LIVE} AND #max >= :hwm",',
-        ("tests/test_proof_admin_safety.py", "tests/test_proof_core_properties.py::TestCounterMachine"),
+        (
+            "tests/proof/test_proof_admin_safety.py",
+            "tests/proof/test_proof_core_properties.py::TestCounterMachine",
+        ),
     ),
     Mutant(
         "revive-below-mark",
@@ -100,7 +103,7 @@ MUTANTS = [
         "layers/core/idblocks_core/counters.py",
         "            if first is not None and first <= hwm:",
         "            if False:",
-        ("tests/test_admin_routes.py", "tests/test_proof_core_properties.py"),
+        ("tests/unit/test_admin_routes.py", "tests/proof/test_proof_core_properties.py"),
     ),
     Mutant(
         "revive-below-mark-store",
@@ -116,7 +119,7 @@ MUTANTS = [
         "layers/core/idblocks_core/http.py",
         'return error_response(400, "invalid_json", "request body is not valid JSON")',
         'return error_response(500, "invalid_json", "request body is not valid JSON")',
-        ("tests/test_proof_fuzz.py",),
+        ("tests/proof/test_proof_fuzz.py",),
     ),
     Mutant(
         "extra-fields-accepted",
@@ -124,7 +127,7 @@ MUTANTS = [
         "layers/core/idblocks_core/schemas.py",
         'model_config = ConfigDict(extra="forbid")',
         'model_config = ConfigDict(extra="ignore")',
-        ("tests/test_allocation_routes.py", "tests/test_admin_routes.py"),
+        ("tests/unit/test_allocation_routes.py", "tests/unit/test_admin_routes.py"),
     ),
     Mutant(
         "idempotency-across-callers",
@@ -132,7 +135,7 @@ MUTANTS = [
         "layers/core/idblocks_core/idempotency.py",
         'event_key_jmespath="[caller, counter, key]"',
         'event_key_jmespath="[counter, key]"',
-        ("tests/test_idempotency.py",),
+        ("tests/unit/test_idempotency.py",),
     ),
     Mutant(
         "admin-without-iam",
@@ -146,7 +149,7 @@ MUTANTS = [
             Method: delete
             Auth:
               Authorizer: NONE""",
-        ("tests/test_template.py",),
+        ("tests/infra/test_template.py",),
     ),
     Mutant(
         "policy-wildcard",
@@ -156,7 +159,7 @@ MUTANTS = [
               Resource: !GetAtt CountersTable.Arn""",
         """                - dynamodb:Scan
               Resource: "*\"""",
-        ("tests/test_template.py",),
+        ("tests/infra/test_template.py",),
     ),
     Mutant(
         "no-pitr",
@@ -170,7 +173,7 @@ MUTANTS = [
         """      SSESpecification:
         SSEEnabled: true
       DeletionProtectionEnabled""",
-        ("make:security", "tests/test_security.py", "tests/test_template.py"),
+        ("make:security", "tests/infra/test_security.py", "tests/infra/test_template.py"),
     ),
     Mutant(
         "client-new-key-per-attempt",
@@ -179,8 +182,8 @@ MUTANTS = [
         "            request = self._pending\n            if request is None:",
         "            request = None\n            if request is None:",
         (
-            "tests/test_client_sequence.py::test_a_lost_response_does_not_burn_the_block",
-            "tests/test_client_sequence_faults.py::test_lost_responses_lose_no_ids_while_block_sizes_adapt",
+            "tests/unit/test_client_sequence.py::test_a_lost_response_does_not_burn_the_block",
+            "tests/unit/test_client_sequence_faults.py::test_lost_responses_lose_no_ids_while_block_sizes_adapt",
         ),
     ),
     Mutant(
@@ -189,7 +192,7 @@ MUTANTS = [
         "client/idblocks/sequence.py",
         "                self._ids = _EXHAUSTED\n                current = self._left_in_segment()",
         "                current = self._left_in_segment()",
-        ("tests/test_client_sequence.py::test_take_never_hands_out_what_a_concurrent_next_id_gets",),
+        ("tests/unit/test_client_sequence.py::test_take_never_hands_out_what_a_concurrent_next_id_gets",),
     ),
     Mutant(
         "client-lost-wakeup",
@@ -198,7 +201,7 @@ MUTANTS = [
         "            self._answers += 1\n            self._changed.notify_all()\n",
         "            self._answers += 1\n",
         (
-            "tests/test_client_sequence_faults.py::test_every_waiting_thread_gets_an_error_retrying_cannot_fix",
+            "tests/unit/test_client_sequence_faults.py::test_every_waiting_thread_gets_an_error_retrying_cannot_fix",
         ),
     ),
     Mutant(
@@ -208,7 +211,7 @@ MUTANTS = [
         "        closed = self._closed\n        self._reset()\n        self._closed = closed",
         "        return",
         (
-            "tests/test_client_fork.py::test_a_forked_child_never_hands_out_its_parents_ids_and_does_not_stall",
+            "tests/integration/test_client_fork.py::test_a_forked_child_never_hands_out_its_parents_ids_and_does_not_stall",
         ),
     ),
     Mutant(
@@ -217,7 +220,7 @@ MUTANTS = [
         "devserver/server.py",
         "                if self.after_invoke is not None:\n                    self.after_invoke()",
         "                pass",
-        ("tests/test_devserver.py::test_state_survives_a_crash",),
+        ("tests/integration/test_devserver.py::test_state_survives_a_crash",),
     ),
 ]
 # Mutants that only make sense together.

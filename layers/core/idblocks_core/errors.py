@@ -4,7 +4,7 @@ Each error carries a stable machine-readable ``code``. ``ERROR_CODES`` says,
 for each code, its HTTP status, what it means, whether a retry can help and
 what the caller should do; ``idblocks_core.http`` takes statuses from it,
 docs/errors.md and the OpenAPI document are checked against it
-(tests/test_error_catalogue.py), and template.yaml's GatewayResponses answer
+(tests/infra/test_error_catalogue.py), and template.yaml's GatewayResponses answer
 with its gateway codes."""
 
 from __future__ import annotations

@@ -73,7 +73,7 @@ IdempotencyKey = Annotated[
 
 def status_of(error: IdBlocksError) -> int:
     """The catalogue's status for the error's code; a code missing from it is
-    a bug, answered as one (tests/test_error_catalogue.py keeps them in step)."""
+    a bug, answered as one (tests/infra/test_error_catalogue.py keeps them in step)."""
     entry = ERROR_CODES.get(error.code)
     return entry.status if entry is not None and isinstance(entry.status, int) else 500
 

@@ -70,6 +70,6 @@ def test_a_missing_table_is_a_500_without_details(api):
 def test_botocore_makes_one_attempt_and_the_store_retries_within_the_deadline():
     # botocore's own retries could sleep past the function's timeout (its
     # backoff, a server's x-amz-retry-after); store.call_dynamodb retries
-    # instead, and only while the invocation has time left (tests/test_deadline.py)
+    # instead, and only while the invocation has time left (tests/integration/test_deadline.py)
     assert store.BOTO_CONFIG.retries["total_max_attempts"] == 1
     assert store.MAX_ATTEMPTS >= 2

@@ -14,7 +14,7 @@ from samcli.local.apigw.local_apigw_service import LocalApigwService
 
 from devserver.server import InProcessRunner, create_app, load_api
 from devserver.template import ROOT
-from tests.test_template import EXPECTED_ROUTES
+from tests.infra.test_template import EXPECTED_ROUTES
 
 
 def pinned(package: str) -> str:

@@ -8,7 +8,7 @@ business touching.
 
 The document is used without its security schemes: the dev server, like
 `sam local start-api`, does not authenticate; API Gateway does, and
-tests/test_template.py holds its configuration. One schemathesis check is
+tests/infra/test_template.py holds its configuration. One schemathesis check is
 left out, positive_data_acceptance ("schema-valid data must be accepted"):
 some refusals depend on things a schema cannot say (start above max, count
 above the deployment's MaxBatchSize, a cursor this API never issued, moving a

@@ -1,10 +1,10 @@
 """Security posture of template.yaml beyond what checkov and cfn-lint check
 (make test runs both, and fails on any failed check).
 
-Auth and least privilege are held by tests/test_template.py (every admin
+Auth and least privilege are held by tests/infra/test_template.py (every admin
 route AWS_IAM under every ClientAuth; each function's policy names only its
 own tables and actions); callers reading each other's idempotent responses by
-tests/test_idempotency.py. Here: that every checkov suppression is one that
+tests/unit/test_idempotency.py. Here: that every checkov suppression is one that
 was reviewed, sits on its resource, and says why.
 """
 
