@@ -18,6 +18,7 @@ import json
 import os
 import re
 import uuid
+import weakref
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode, urlparse
@@ -181,9 +182,20 @@ class HttpBackend:
         if prepare is not None:
             prepare(self.endpoint)
         self.retry = retry or RetryPolicy()
-        self._http = urllib3.PoolManager(
-            maxsize=pool_size, retries=False, timeout=urllib3.Timeout(connect=min(timeout, 5.0), read=timeout)
-        )
+        self._pool_size, self._timeout = pool_size, timeout
+        self._http = self._new_pool()
+        _live_backends.add(self)
+
+    def _new_pool(self) -> urllib3.PoolManager:
+        timeout = urllib3.Timeout(connect=min(self._timeout, 5.0), read=self._timeout)
+        return urllib3.PoolManager(maxsize=self._pool_size, retries=False, timeout=timeout)
+
+    def _after_fork_in_child(self) -> None:
+        # The pool's idle keep-alive connections are the parent's sockets too:
+        # a child sending on one could read the parent's answer (its block)
+        # and the parent the child's. The child opens its own. The inherited
+        # pool is dropped, not closed: closing is the parent's business.
+        self._http = self._new_pool()
 
     # block requests ------------------------------------------------------
 
@@ -297,6 +309,19 @@ class HttpBackend:
 
     def close(self) -> None:
         self._http.clear()
+
+
+# Every HttpBackend in the process, so that a forked child can give each one
+# connections of its own (urllib3 does nothing on fork).
+_live_backends: weakref.WeakSet[HttpBackend] = weakref.WeakSet()
+
+
+def _backends_after_fork_in_child() -> None:
+    for backend in list(_live_backends):
+        backend._after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_backends_after_fork_in_child)
 
 
 def _retryable(status: int, code: str) -> bool:
