@@ -20,7 +20,7 @@ from idblocks.backend import Block
 from idblocks_core.errors import InvalidInput
 from idblocks_core.rules import NAME_PATTERN
 from idblocks_core.rules import check_name as service_check_name
-from tests.support.devserver import DevServer
+from devserver.process import DevServer
 
 ALPHABET = string.ascii_letters + string.digits + "_.-"
 DOT_SEGMENTS = [".", ".."]
