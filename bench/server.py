@@ -42,6 +42,7 @@ from io import BytesIO
 from pathlib import Path
 
 from bench.common import machine_facts, write_results
+from bench.lambda_child import BREAKDOWN
 from localrun.environment import AWS_PREFIXES, scrubbed_environment
 from localrun.tables import TABLE_NAMES
 from localrun.template import ROOT, default_template
@@ -138,16 +139,7 @@ def cold_starts(layer: Path) -> dict[str, float]:
     return results
 
 
-# The steps of bench.lambda_child's breakdown, in its order, then the first invocation.
-STEPS = [
-    "boto3_import",
-    "powertools_logging_metrics",
-    "tracer",
-    "event_handler_pydantic",
-    "app_import",
-    "client_create",
-    "first_invocation",
-]
+STEPS = [*BREAKDOWN, "first_invocation"]
 
 
 def breakdown_round(layer: Path) -> list[float]:
