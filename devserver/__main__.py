@@ -261,7 +261,9 @@ def embedded_tables(state_file: Path, fresh: bool, template: Template) -> LocalT
     else:
         how = "fresh"
     description = f"embedded, kept in {_shown(state_file)} ({how})"
-    return LocalTables(embedded.endpoint, dict(LOCAL_CREDENTIALS), description, embedded, state)
+    return LocalTables(
+        embedded.endpoint, dict(LOCAL_CREDENTIALS), description=description, embedded=embedded, state=state
+    )
 
 
 def build_runner(template: Template, tables: LocalTables, show_metrics: bool) -> Any:

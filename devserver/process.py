@@ -74,7 +74,7 @@ class DevServer:
     def try_start(self) -> bool:
         """Start it; True once it is ready, False if it exited first (its
         output and exit code are then in ``output`` and ``process``)."""
-        self.process = subprocess.Popen(
+        self.process = subprocess.Popen(  # noqa: S603 - this interpreter, this project's module, the caller's flags
             [sys.executable, "-m", "devserver", *self.args],
             cwd=ROOT,
             env=subprocess_environment(),
@@ -147,7 +147,7 @@ class DevServer:
 
 def run_devserver(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
     """Run it to completion (for arguments that make it exit)."""
-    return subprocess.run(
+    return subprocess.run(  # noqa: S603 - this interpreter, this project's module, the caller's flags
         [sys.executable, "-m", "devserver", *args],
         cwd=ROOT,
         env=subprocess_environment(),
