@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
+from devserver.process import DevServer
 from idblocks import CounterExhausted, HttpBackend, RetryPolicy, Sequence
 from idblocks.backend import Block
 from localrun.environment import scrubbed_environment
 from localrun.template import ROOT
-from devserver.process import DevServer
 from tests.support.proxy import LossyProxy
 
 

@@ -13,10 +13,10 @@ import time
 import pytest
 import requests
 
+from devserver.process import DevServer, run_devserver, subprocess_environment
 from localrun.dynamodb import EmbeddedDynamoDB, client
 from localrun.tables import TABLE_NAMES
 from localrun.template import ROOT
-from devserver.process import DevServer, run_devserver, subprocess_environment
 
 
 @pytest.fixture

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import requests
 
+from devserver.process import DevServer
 from localrun.dynamodb import EmbeddedDynamoDB
 from localrun.environment import scrubbed_environment
 from localrun.template import ROOT
-from devserver.process import DevServer
 from tests.support.fault_proxy import FaultProxy
 from tests.support.hammer import merge
 

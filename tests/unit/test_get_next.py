@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from localrun.openapi import document
 from devserver.process import DevServer
+from localrun.openapi import document
 
 NEXT = "/counters/{name}/next"
 
