@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -22,6 +22,7 @@ from urllib.parse import urlparse
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from localrun.invoke import function_environment
 from localrun.tables import TABLE_NAMES
 from localrun.template import ROOT, Template
 
@@ -138,8 +139,9 @@ def _run(args: argparse.Namespace, stopper: _Stopper) -> None:
         lock = lock_state(args.state_file)
         tables = embedded_tables(args.state_file, args.fresh, template)
     try:
-        runner = build_runner(template, tables, args.metrics)
-        api, server = start_server(args, template, runner)
+        environment = function_environment(template, TABLE_NAMES, tables.endpoint, tables.credentials)
+        runner = build_runner(template, environment, tables.save, args.metrics)
+        api, server = start_server(args, template, runner, environment)
         tables.save()  # a fresh start replaces the old state only once the server is up
         url = f"http://{_url_host(args.host)}:{server.server_port}"
         if lock is not None:
@@ -266,25 +268,28 @@ def embedded_tables(state_file: Path, fresh: bool, template: Template) -> LocalT
     )
 
 
-def build_runner(template: Template, tables: LocalTables, show_metrics: bool) -> Any:
-    """The functions, loaded in this process with their environment as
-    template.yaml sets it, pointed at ``tables``."""
+def build_runner(
+    template: Template, environment: Mapping[str, str], after_invoke: Callable[[], None], show_metrics: bool
+) -> Any:
+    """The template's functions, loaded in this process with ``environment``."""
     from devserver.server import InProcessRunner
-    from localrun.invoke import function_environment, install_environment
+    from localrun.invoke import install_environment
 
-    install_environment(function_environment(template, TABLE_NAMES, tables.endpoint, tables.credentials))
-    runner = InProcessRunner(template.functions, after_invoke=tables.save, show_metrics=show_metrics)
+    install_environment(environment)
+    runner = InProcessRunner(template.functions, after_invoke=after_invoke, show_metrics=show_metrics)
     runner.preload()
     return runner
 
 
-def start_server(args: argparse.Namespace, template: Template, runner: Any) -> tuple[Any, Any]:
+def start_server(
+    args: argparse.Namespace, template: Template, runner: Any, environment: Mapping[str, str]
+) -> tuple[Any, Any]:
     """The API as SAM CLI reads it from the template, listening; returns it and the server."""
     from devserver.server import create_app, load_api, serve
     from localrun.openapi import document
 
     api = load_api(template.path, template.parameters)
-    app = create_app(api, runner, document(os.environ))
+    app = create_app(api, runner, document(environment))
     try:
         return api, serve(app, args.host, args.port)
     except OSError as exc:
