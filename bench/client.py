@@ -207,7 +207,7 @@ def pressure() -> dict[str, int]:
 
 
 def devserver_run(ids: int = 300_000) -> dict[str, float]:
-    from tests.support.devserver import DevServer
+    from devserver.process import DevServer
 
     state = Path(tempfile.mkdtemp()) / "state.json"
     with DevServer("--fresh", state_file=state) as dev:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import platform
 import shutil
 import statistics
@@ -43,94 +42,21 @@ from io import BytesIO
 from pathlib import Path
 
 from bench.common import machine_facts, write_results
-from devserver.template import ROOT, default_template
+from bench.lambda_child import BREAKDOWN
+from localrun.environment import AWS_PREFIXES, scrubbed_environment
+from localrun.tables import TABLE_NAMES
+from localrun.template import ROOT, default_template
 
 BUILD = ROOT / ".aws-sam" / "build"
 ROUNDS = 9
 WARM_CALLS = 2000
 FUNCTIONS = {"next": "NextFunction", "batch": "BatchFunction", "admin": "AdminFunction"}
 EVENTS = {"next": "next-post", "batch": "batch", "admin": "admin-get"}
-TABLES = {"CountersTable": "counters", "IdempotencyTable": "idempotency"}
-
-# DynamoDB's answers, for the Stubber: an allocation, or a counter read.
-STUB = """
-from botocore.stub import Stubber, ANY
-item = {"name": {"S": "invoices"}, "hwm": {"N": "41"}, "room": {"N": "9"}, "max_id": {"N": "50"},
-        "created_at": {"S": "2026-01-01T00:00:00.000Z"}, "updated_at": {"S": "2026-01-01T00:00:00.000Z"}}
-def stub(client, calls, route):
-    stubber = Stubber(client)
-    for _ in range(calls):
-        if route == "admin":
-            stubber.add_response("get_item", {"Item": item})
-        else:
-            stubber.add_response("update_item", {"Attributes": {"hwm": {"N": "141"}}})
-    stubber.activate()
-    return stubber
-"""
-
-# What Lambda passes the handler, as much of it as Powertools reads.
-CONTEXT = """
-class Context:
-    function_name = "bench"; memory_limit_in_mb = 512; aws_request_id = "bench"
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:bench"
-    def get_remaining_time_in_millis(self): return 15000
-"""
-
-COLD = """
-import time
-started = time.perf_counter()
-import json, sys
-sys.path[:0] = [{function_dir!r}, {layer_dir!r}]
-import app
-from idblocks_core import store
-{stub}
-stub(store.dynamodb_client(), 1, {route!r})
-event = json.load(open({event!r}))
-{context}
-reply = app.lambda_handler(event, Context())
-took = time.perf_counter() - started
-assert reply["statusCode"] == 200, reply
-print(took)
-"""
-
-BASELINE = """
-import time
-started = time.perf_counter()
-import sys
-sys.path[:0] = [{layer_dir!r}]
-import boto3
-boto3.client("dynamodb")
-print(time.perf_counter() - started)
-"""
-
-WARM = """
-import json, statistics, sys, time, io, contextlib
-sys.path[:0] = [{function_dir!r}, {layer_dir!r}]
-import app
-from idblocks_core import store
-{stub}
-stub(store.dynamodb_client(), {calls} + 1, {route!r})
-event = json.load(open({event!r}))
-{context}
-sink = io.StringIO()
-with contextlib.redirect_stdout(sink):  # metrics lines; Lambda ships them, here they are dropped
-    app.lambda_handler(event, Context())
-    times = []
-    for _ in range({calls}):
-        started = time.perf_counter()
-        reply = app.lambda_handler(event, Context())
-        times.append(time.perf_counter() - started)
-        assert reply["statusCode"] == 200, reply
-        sink.seek(0); sink.truncate()
-print(statistics.median(times))
-"""
 
 
 def lambda_environment(function_dir: Path) -> dict[str, str]:
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "POWERTOOLS_", "PYTHON", "_X_AMZN"))
-    }
-    env |= default_template().environment("NextFunction", TABLES)
+    env = scrubbed_environment((*AWS_PREFIXES, "PYTHON", "_X_AMZN"))
+    env |= default_template().environment("NextFunction", TABLE_NAMES)
     env |= {
         # what the Lambda runtime sets (the X-Ray SDK, for one, reads LAMBDA_TASK_ROOT)
         "AWS_LAMBDA_FUNCTION_NAME": "bench",
@@ -148,19 +74,23 @@ def lambda_environment(function_dir: Path) -> dict[str, str]:
     return env
 
 
-def run(code: str, cwd: Path) -> float:
-    return [float(x) for x in run_lines(code, cwd)[-1].split()][-1]
+def run(child_args: list[str], cwd: Path) -> float:
+    return [float(x) for x in run_lines(child_args, cwd)[-1].split()][-1]
 
 
-def run_lines(code: str, cwd: Path) -> list[str]:
-    # -S: no site-packages, so only the standard library and the layer are
-    # importable, as in Lambda (this environment's extras, such as awscrt or
-    # pyOpenSSL, would change what botocore loads).
+def run_lines(child_args: list[str], cwd: Path) -> list[str]:
+    """Run bench/lambda_child.py with ``child_args`` in a fresh interpreter.
+
+    -S: no site-packages, so only the standard library, the layer and this
+    project's own modules (for bench.lambda_child and localrun's Lambda
+    context, which import nothing outside the standard library) are
+    importable, as in Lambda (this environment's extras, such as awscrt or
+    pyOpenSSL, would change what botocore loads)."""
     out = subprocess.run(
-        [sys.executable, "-S", "-c", code],
+        [sys.executable, "-S", "-m", "bench.lambda_child", *child_args],
         capture_output=True,
         text=True,
-        env=lambda_environment(cwd),
+        env=lambda_environment(cwd) | {"PYTHONPATH": str(ROOT)},
         cwd=cwd,
     )
     if out.returncode != 0:
@@ -193,18 +123,11 @@ def cold_starts(layer: Path) -> dict[str, float]:
     results: dict[str, float] = {}
     for route, logical_id in FUNCTIONS.items():
         fn = BUILD / logical_id
-        fields = {
-            "function_dir": str(fn),
-            "layer_dir": str(layer),
-            "stub": STUB,
-            "route": route,
-            "event": str(ROOT / "events" / f"{EVENTS[route]}.json"),
-            "context": CONTEXT,
-        }
+        cold_args = ["cold", str(fn), str(layer), route, str(ROOT / "events" / f"{EVENTS[route]}.json")]
         cold, base, steps = [], [], []
         for _ in range(ROUNDS):
-            base.append(run(BASELINE.format(layer_dir=str(layer)), fn))
-            cold.append(run(COLD.format(**fields), fn))
+            base.append(run(["baseline", str(layer)], fn))
+            cold.append(run(cold_args, fn))
             if route == "next":
                 steps.append(breakdown_round(layer))
         cold_ms, base_ms = statistics.median(cold) * 1000, statistics.median(base) * 1000
@@ -216,15 +139,6 @@ def cold_starts(layer: Path) -> dict[str, float]:
     return results
 
 
-BREAKDOWN = {
-    "boto3_import": "import boto3",
-    "powertools_logging_metrics": "import aws_lambda_powertools.logging, aws_lambda_powertools.metrics",
-    "tracer": "from aws_lambda_powertools import Tracer; Tracer()",
-    "event_handler_pydantic": "import aws_lambda_powertools.event_handler.api_gateway, "
-    "aws_lambda_powertools.event_handler.openapi.params",
-    "app_import": "import app",
-    "client_create": "from idblocks_core import store; client = store.dynamodb_client()",
-}
 STEPS = [*BREAKDOWN, "first_invocation"]
 
 
@@ -232,16 +146,11 @@ def breakdown_round(layer: Path) -> list[float]:
     """One cold start of the next function, timed step by step: the seconds
     from the start to the end of each step."""
     fn = BUILD / FUNCTIONS["next"]
-    steps = "".join(f"{code}\nmarks.append(time.perf_counter())\n" for code in BREAKDOWN.values())
-    code = (
-        f"import time\nstarted = time.perf_counter()\nmarks = []\nimport json, sys\n"
-        f"sys.path[:0] = [{str(fn)!r}, {str(layer)!r}]\n{steps}{STUB}\nstub(client, 1, 'next')\n"
-        f"event = json.load(open({str(ROOT / 'events' / 'next-post.json')!r}))\n"
-        f"{CONTEXT}"
-        "assert app.lambda_handler(event, Context())['statusCode'] == 200\n"
-        "marks.append(time.perf_counter())\nprint(*[m - started for m in marks])\n"
-    )
-    return [float(x) for x in run_lines(code, fn)[-1].split()]
+    event = str(ROOT / "events" / "next-post.json")
+    marks = run_lines(["breakdown", str(fn), str(layer), event], fn)[-1].split()
+    if len(marks) != len(STEPS):
+        raise RuntimeError(f"the breakdown has {len(STEPS)} steps, the child marked {len(marks)}")
+    return [float(x) for x in marks]
 
 
 def breakdown(rounds: list[list[float]]) -> dict[str, float]:
@@ -260,16 +169,9 @@ def warm_overheads(layer: Path) -> dict[str, float]:
     results: dict[str, float] = {}
     for route, logical_id in FUNCTIONS.items():
         fn = BUILD / logical_id
-        code = WARM.format(
-            function_dir=str(fn),
-            layer_dir=str(layer),
-            stub=STUB,
-            calls=WARM_CALLS,
-            route=route,
-            event=str(ROOT / "events" / f"{EVENTS[route]}.json"),
-            context=CONTEXT,
-        )
-        results[f"warm_overhead_ms_{route}"] = round(run(code, fn) * 1000, 3)
+        event = str(ROOT / "events" / f"{EVENTS[route]}.json")
+        seconds = run(["warm", str(fn), str(layer), route, event, str(WARM_CALLS)], fn)
+        results[f"warm_overhead_ms_{route}"] = round(seconds * 1000, 3)
     return results
 
 

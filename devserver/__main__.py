@@ -13,6 +13,8 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import urlparse
@@ -20,11 +22,11 @@ from urllib.parse import urlparse
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from devserver.template import ROOT, Template
+from localrun.invoke import function_environment
+from localrun.tables import TABLE_NAMES
+from localrun.template import ROOT, Template
 
 DEFAULT_STATE = ROOT / ".dev-state" / "dynamodb.json"
-# Table names in local runs; devserver/env.json (for `sam local start-api`) uses the same.
-LOCAL_TABLE_NAMES = {"CountersTable": "idblocks-counters", "IdempotencyTable": "idblocks-idempotency"}
 
 
 class _Stop(BaseException):
@@ -107,17 +109,6 @@ def _parameter(text: str) -> tuple[str, str]:
     return name, value
 
 
-def check_endpoint(endpoint: str) -> Any:
-    from devserver.dynamodb import client
-
-    dynamodb = client(endpoint, Config(connect_timeout=2, read_timeout=5, retries={"total_max_attempts": 1}))
-    try:
-        dynamodb.list_tables(Limit=1)
-    except (BotoCoreError, ClientError) as exc:
-        fail(f"cannot reach DynamoDB at {endpoint}: {exc}")
-    return dynamodb
-
-
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     stopper = _Stopper()
@@ -133,115 +124,184 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _run(args: argparse.Namespace, stopper: _Stopper) -> None:
+    template = read_template(args)
+    configure_logging()
+    if args.dynamodb_endpoint:
+        tables = external_tables(args.dynamodb_endpoint, template)
+        if args.create_tables_only:
+            names = ", ".join(TABLE_NAMES.values())
+            print(f"tables at {tables.endpoint}: {names} ({len(tables.created)} created)")
+            return
+        lock = None
+    else:
+        # Held from before the state is read until the process ends: the
+        # kernel releases it however the process dies.
+        lock = lock_state(args.state_file)
+        tables = embedded_tables(args.state_file, args.fresh, template)
     try:
-        template = Template(parameter_overrides=dict(args.parameter))
+        environment = function_environment(template, TABLE_NAMES, tables.endpoint, tables.credentials)
+        runner = build_runner(template, environment, tables.save, args.metrics)
+        api, server = start_server(args, template, runner, environment)
+        tables.save()  # a fresh start replaces the old state only once the server is up
+        url = f"http://{_url_host(args.host)}:{server.server_port}"
+        if lock is not None:
+            lock.note(pid=os.getpid(), port=server.server_port, url=url)
+        banner(url, tables.description, api)
+        serve_until_stopped(server, stopper)
+        tables.save()
+    finally:
+        tables.stop()
+    print("idblocks dev server stopped", flush=True)
+
+
+def read_template(args: argparse.Namespace) -> Template:
+    try:
+        return Template(parameter_overrides=dict(args.parameter))
     except ValueError as exc:
         fail(str(exc))
+
+
+def configure_logging() -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S", stream=sys.stdout
     )
     for noisy in ("werkzeug", "samcli", "botocore", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
-    from devserver.dynamodb import LOCAL_CREDENTIALS, EmbeddedDynamoDB, create_tables, load_items
+
+def lock_state(state_file: Path) -> Any:
     from devserver.lock import StateInUse, StateLock
-    from devserver.state import StateError, StateFile
 
-    embedded = state = lock = None
-    if args.dynamodb_endpoint:
-        if not urlparse(args.dynamodb_endpoint).hostname.endswith("amazonaws.com"):
-            for key, value in LOCAL_CREDENTIALS.items():
-                os.environ.setdefault(key, value)  # DynamoDB Local takes any credentials
-        os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-        endpoint = args.dynamodb_endpoint
-        dynamodb = check_endpoint(endpoint)
-        created = create_tables(dynamodb, template, LOCAL_TABLE_NAMES)
-        if args.create_tables_only:
-            print(f"tables at {endpoint}: {', '.join(LOCAL_TABLE_NAMES.values())} ({len(created)} created)")
-            return
-        where = f"{endpoint} (tables {', '.join(LOCAL_TABLE_NAMES.values())})"
-    else:
-        os.environ.update(LOCAL_CREDENTIALS)
-        # Held from before the state is read until the process ends: the
-        # kernel releases it however the process dies.
-        try:
-            lock = StateLock(args.state_file).acquire()
-        except StateInUse as exc:
-            fail(str(exc))
-        except OSError as exc:
-            fail(f"cannot lock {args.state_file}.lock: {exc.strerror or exc}")
-        state = StateFile(args.state_file)
-        backup = None
-        try:
-            if args.fresh:
-                backup = state.backup()
-            saved = None if args.fresh else state.load()
-        except StateError as exc:
-            fail(str(exc))
-        except OSError as exc:
-            fail(f"cannot back up state file {args.state_file}: {exc.strerror or exc}")
-        embedded = EmbeddedDynamoDB().start()
-        endpoint = embedded.endpoint
-        from devserver.dynamodb import client
+    try:
+        return StateLock(state_file).acquire()
+    except StateInUse as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot lock {state_file}.lock: {exc.strerror or exc}")
 
-        dynamodb = client(endpoint)
-        create_tables(dynamodb, template, LOCAL_TABLE_NAMES)
-        for logical_id, items in (saved or {}).items():
-            if logical_id in LOCAL_TABLE_NAMES:
-                load_items(dynamodb, LOCAL_TABLE_NAMES[logical_id], items)
-        restored = len((saved or {}).get("CountersTable", []))
-        if not args.fresh:
-            how = f"{restored} counter(s) restored"
-        elif backup is not None:
-            how = f"fresh; the state it replaces is kept in {_shown(backup)}"
-        else:
-            how = "fresh"
-        where = f"embedded, kept in {_shown(args.state_file)} ({how})"
 
-    # The functions' environment, as template.yaml sets it, pointed at this DynamoDB.
-    # Tracing needs the X-Ray daemon, which is not here.
-    os.environ.update(template.environment("NextFunction", LOCAL_TABLE_NAMES))
-    os.environ.update(
-        AWS_ENDPOINT_URL_DYNAMODB=endpoint,
-        POWERTOOLS_TRACE_DISABLED="true",
-    )
+@dataclass
+class LocalTables:
+    """The DynamoDB the functions use: where it is, the credentials it takes,
+    and, for the embedded one, the state file its tables are kept in."""
 
-    from devserver.server import InProcessRunner, create_app, load_api, serve
-    from scripts.openapi import document
+    endpoint: str
+    credentials: dict[str, str]
+    description: str = ""
+    created: list[str] = field(default_factory=list)
+    embedded: Any = None
+    state: Any = None
+    _saving: threading.Lock = field(default_factory=threading.Lock)
 
-    saving = threading.Lock()
-
-    def persist() -> None:
+    def save(self) -> None:
         # One snapshot-and-save at a time, so an older snapshot never lands
         # after a newer one (the last save on the way out races the last request).
-        if embedded is not None and state is not None:
-            with saving:
-                state.save({lid: embedded.items(name) for lid, name in LOCAL_TABLE_NAMES.items()})
+        if self.embedded is not None and self.state is not None:
+            with self._saving:
+                self.state.save({lid: self.embedded.items(name) for lid, name in TABLE_NAMES.items()})
 
-    runner = InProcessRunner(template.functions, after_invoke=persist, show_metrics=args.metrics)
+    def stop(self) -> None:
+        if self.embedded is not None:
+            self.embedded.stop()
+
+
+def external_tables(endpoint: str, template: Template) -> LocalTables:
+    """The template's tables at ``endpoint``, created if missing."""
+    from localrun.dynamodb import LOCAL_CREDENTIALS
+    from localrun.tables import create_tables
+
+    # DynamoDB Local takes any credentials; AWS takes the developer's own.
+    defaults = {"AWS_DEFAULT_REGION": "us-east-1"}
+    if not urlparse(endpoint).hostname.endswith("amazonaws.com"):
+        defaults = LOCAL_CREDENTIALS | defaults
+    credentials = {key: value for key, value in defaults.items() if key not in os.environ}
+    dynamodb = check_endpoint(endpoint, credentials)
+    created = create_tables(dynamodb, template, TABLE_NAMES)
+    names = ", ".join(TABLE_NAMES.values())
+    return LocalTables(endpoint, credentials, description=f"{endpoint} (tables {names})", created=created)
+
+
+def check_endpoint(endpoint: str, credentials: Mapping[str, str]) -> Any:
+    from localrun.dynamodb import client
+
+    config = Config(connect_timeout=2, read_timeout=5, retries={"total_max_attempts": 1})
+    dynamodb = client(endpoint, config, credentials)
     try:
-        runner.preload()
-        api = load_api(template.path, template.parameters)
-        app = create_app(api, runner, document())
-        try:
-            server = serve(app, args.host, args.port)
-        except OSError as exc:
-            fail(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
-        persist()  # a fresh start replaces the old state only once the server is up
-        url = f"http://{_url_host(args.host)}:{server.server_port}"
-        if lock is not None:
-            lock.note(pid=os.getpid(), port=server.server_port, url=url)
-        banner(url, where, api)
-        try:
-            stopper.serving(server)
-            server.serve_forever()
-        finally:
-            server.server_close()
-        persist()
+        dynamodb.list_tables(Limit=1)
+    except (BotoCoreError, ClientError) as exc:
+        fail(f"cannot reach DynamoDB at {endpoint}: {exc}")
+    return dynamodb
+
+
+def embedded_tables(state_file: Path, fresh: bool, template: Template) -> LocalTables:
+    """The embedded DynamoDB, started, with the template's tables holding
+    the saved state (none if ``fresh``)."""
+    from devserver.state import StateError, StateFile
+    from localrun.dynamodb import LOCAL_CREDENTIALS, EmbeddedDynamoDB, client
+    from localrun.tables import create_tables, load_items
+
+    state = StateFile(state_file)
+    backup = None
+    try:
+        if fresh:
+            backup = state.backup()
+        saved = {} if fresh else state.load() or {}
+    except StateError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot back up state file {state_file}: {exc.strerror or exc}")
+    embedded = EmbeddedDynamoDB().start()
+    dynamodb = client(embedded.endpoint, credentials=LOCAL_CREDENTIALS)
+    create_tables(dynamodb, template, TABLE_NAMES)
+    for logical_id, items in saved.items():
+        if logical_id in TABLE_NAMES:
+            load_items(dynamodb, TABLE_NAMES[logical_id], items)
+    if not fresh:
+        how = f"{len(saved.get('CountersTable', []))} counter(s) restored"
+    elif backup is not None:
+        how = f"fresh; the state it replaces is kept in {_shown(backup)}"
+    else:
+        how = "fresh"
+    description = f"embedded, kept in {_shown(state_file)} ({how})"
+    return LocalTables(
+        embedded.endpoint, dict(LOCAL_CREDENTIALS), description=description, embedded=embedded, state=state
+    )
+
+
+def build_runner(
+    template: Template, environment: Mapping[str, str], after_invoke: Callable[[], None], show_metrics: bool
+) -> Any:
+    """The template's functions, loaded in this process with ``environment``."""
+    from devserver.server import InProcessRunner
+    from localrun.invoke import install_environment
+
+    install_environment(environment)
+    runner = InProcessRunner(template.functions, after_invoke=after_invoke, show_metrics=show_metrics)
+    runner.preload()
+    return runner
+
+
+def start_server(
+    args: argparse.Namespace, template: Template, runner: Any, environment: Mapping[str, str]
+) -> tuple[Any, Any]:
+    """The API as SAM CLI reads it from the template, listening; returns it and the server."""
+    from devserver.server import create_app, load_api, serve
+    from localrun.openapi import document
+
+    api = load_api(template.path, template.parameters)
+    app = create_app(api, runner, document(environment))
+    try:
+        return api, serve(app, args.host, args.port)
+    except OSError as exc:
+        fail(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
+
+
+def serve_until_stopped(server: Any, stopper: _Stopper) -> None:
+    try:
+        stopper.serving(server)
+        server.serve_forever()
     finally:
-        if embedded is not None:
-            embedded.stop()
-    print("idblocks dev server stopped", flush=True)
+        server.server_close()
 
 
 class _Stopper:

@@ -33,8 +33,8 @@ from samcli.local.apigw.local_apigw_service import LocalApigwService
 from samcli.local.lambdafn.exceptions import FunctionNotFound
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from devserver.runtime import LocalContext, load_handler
-from devserver.template import ROOT, FunctionSpec, default_template
+from localrun.invoke import LocalContext, load_handler
+from localrun.template import ROOT, FunctionSpec, default_template
 
 log = logging.getLogger("devserver")
 NO_STORE = {"Cache-Control": "no-store"}

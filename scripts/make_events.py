@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from localrun.template import ROOT
+
 STAGE = "v1"
 CALLER = {
     "accountId": "123456789012",

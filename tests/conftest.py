@@ -12,12 +12,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from devserver.template import Template, default_template
 from idblocks_core import counters, idempotency, settings, store
+from localrun.tables import TABLE_NAMES, create_tables
+from localrun.template import Template, default_template
 from tests.support.api import LocalApi
-
-# Physical names the tests give the template's tables.
-TABLE_NAMES = {"CountersTable": "test-counters", "IdempotencyTable": "test-idempotency"}
 
 FAKE_AWS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -88,13 +86,7 @@ def dynamodb(lambda_env: Callable[..., None], template: Template) -> Iterator[An
     """moto's in-process DynamoDB, with the template's tables."""
     with mock_aws():
         client = boto3.client("dynamodb")
-        for logical_id, table_name in TABLE_NAMES.items():
-            client.create_table(**template.create_table_kwargs(logical_id, table_name))
-            ttl = template.ttl_attribute(logical_id)
-            if ttl:
-                client.update_time_to_live(
-                    TableName=table_name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl}
-                )
+        create_tables(client, template, TABLE_NAMES)
         yield client
 
 

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from devserver.template import ROOT
+from localrun.template import ROOT
 
 BUILD = ROOT / ".aws-sam" / "build"
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from devserver.__main__ import parse_args as devserver_args
-from devserver.template import ROOT
 from idblocks.cli import parser as idblocks_parser
+from localrun.template import ROOT
 
 READMES = [ROOT / "README.md", ROOT / "client" / "README.md"]
 MAKEFILE = ROOT / "Makefile"

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from devserver.template import ROOT
 from idblocks_core import http
 from idblocks_core.errors import ERROR_CODES, CounterExhausted, IdBlocksError, InvalidInput
-from scripts.openapi import errors_table
+from localrun.openapi import errors_table
+from localrun.template import ROOT
 
 SOURCES = [
     *sorted((ROOT / "layers" / "core" / "idblocks_core").glob("*.py")),

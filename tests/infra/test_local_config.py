@@ -6,8 +6,8 @@ import json
 
 import boto3
 
-from devserver.__main__ import LOCAL_TABLE_NAMES
-from devserver.template import ROOT
+from localrun.tables import TABLE_NAMES
+from localrun.template import ROOT
 
 
 def test_sam_local_env_vars_override_only_variables_the_template_declares(template):
@@ -15,8 +15,8 @@ def test_sam_local_env_vars_override_only_variables_the_template_declares(templa
     env = json.loads((ROOT / "devserver" / "env.json").read_text())
     declared = set(template.raw["Globals"]["Function"]["Environment"]["Variables"])
     assert set(env["Parameters"]) <= declared
-    assert env["Parameters"]["COUNTERS_TABLE"] == LOCAL_TABLE_NAMES["CountersTable"]
-    assert env["Parameters"]["IDEMPOTENCY_TABLE"] == LOCAL_TABLE_NAMES["IdempotencyTable"]
+    assert env["Parameters"]["COUNTERS_TABLE"] == TABLE_NAMES["CountersTable"]
+    assert env["Parameters"]["IDEMPOTENCY_TABLE"] == TABLE_NAMES["IdempotencyTable"]
     assert env["Parameters"]["AWS_ENDPOINT_URL_DYNAMODB"].startswith("http://")
 
 

@@ -7,8 +7,8 @@ import json
 import jsonschema
 import pytest
 
-from devserver.template import ROOT
-from scripts.openapi import document
+from localrun.openapi import document
+from localrun.template import ROOT
 from tests.support.api import event_files, load_event, routes
 
 COMMITTED = ROOT / "docs" / "openapi.json"

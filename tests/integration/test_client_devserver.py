@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
-from devserver.template import ROOT
+from devserver.process import DevServer
 from idblocks import CounterExhausted, HttpBackend, RetryPolicy, Sequence
 from idblocks.backend import Block
-from tests.support.devserver import DevServer
+from localrun.environment import scrubbed_environment
+from localrun.template import ROOT
 from tests.support.proxy import LossyProxy
 
 
@@ -73,7 +73,7 @@ def test_an_exhausted_counter_surfaces_after_the_buffer(dev):
 def test_processes_and_threads_sharing_a_counter_never_repeat_an_id(dev, tmp_path):
     processes, threads, per_thread = 3, 8, 1000
     outs = [tmp_path / f"ids-{p}.txt" for p in range(processes)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env = scrubbed_environment()
     command = [
         sys.executable,
         "-m",
@@ -102,7 +102,7 @@ def test_processes_and_threads_sharing_a_counter_never_repeat_an_id(dev, tmp_pat
 
 
 def cli(dev, *args, env=None):
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    environment = scrubbed_environment()
     environment |= {"IDBLOCKS_URL": dev.url} | (env or {})
     return subprocess.run(
         [sys.executable, "-m", "idblocks.cli", *args],

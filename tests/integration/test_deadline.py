@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import requests
 
-from devserver.dynamodb import EmbeddedDynamoDB, client
+from devserver.process import DevServer
 from idblocks_core import store
-from tests.support.devserver import DevServer
+from localrun.dynamodb import EmbeddedDynamoDB, client
 from tests.support.fault_proxy import StallingProxy
 
 NEVER_TIMEOUT = 3  # seconds; the template's smallest FunctionTimeout

@@ -13,10 +13,10 @@ import time
 import pytest
 import requests
 
-from devserver.__main__ import LOCAL_TABLE_NAMES
-from devserver.dynamodb import EmbeddedDynamoDB, client
-from devserver.template import ROOT
-from tests.support.devserver import DevServer, run_devserver, subprocess_environment
+from devserver.process import DevServer, run_devserver, subprocess_environment
+from localrun.dynamodb import EmbeddedDynamoDB, client
+from localrun.tables import TABLE_NAMES
+from localrun.template import ROOT
 
 
 @pytest.fixture
@@ -125,7 +125,7 @@ def test_an_existing_dynamodb_by_endpoint(tmp_path):
             assert dev.post("/counters/orders/batch", {"count": 7}).json()["end"] == 7
         assert not state_file.exists()  # that DynamoDB keeps its own state
         tables = client(dynamodb.endpoint).list_tables()["TableNames"]
-        assert sorted(tables) == sorted(LOCAL_TABLE_NAMES.values())
+        assert sorted(tables) == sorted(TABLE_NAMES.values())
         assert [item["hwm"]["N"] for item in dynamodb.items("idblocks-counters")] == ["7"]
         with DevServer("--dynamodb-endpoint", dynamodb.endpoint) as again:
             assert again.post("/counters/orders/next").json()["id"] == 8
@@ -138,9 +138,7 @@ def test_create_tables_only(tmp_path):
     try:
         done = run_devserver("--dynamodb-endpoint", dynamodb.endpoint, "--create-tables-only")
         assert done.returncode == 0, done.stderr
-        assert sorted(client(dynamodb.endpoint).list_tables()["TableNames"]) == sorted(
-            LOCAL_TABLE_NAMES.values()
-        )
+        assert sorted(client(dynamodb.endpoint).list_tables()["TableNames"]) == sorted(TABLE_NAMES.values())
     finally:
         dynamodb.stop()
 

@@ -13,7 +13,7 @@ from samcli.lib.utils.stream_writer import StreamWriter
 from samcli.local.apigw.local_apigw_service import LocalApigwService
 
 from devserver.server import InProcessRunner, create_app, load_api
-from devserver.template import ROOT
+from localrun.template import ROOT
 from tests.infra.test_template import EXPECTED_ROUTES
 
 

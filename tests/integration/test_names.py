@@ -15,12 +15,12 @@ import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from devserver.process import DevServer
 from idblocks import HttpBackend, InvalidName, check_name
 from idblocks.backend import Block
 from idblocks_core.errors import InvalidInput
 from idblocks_core.rules import NAME_PATTERN
 from idblocks_core.rules import check_name as service_check_name
-from tests.support.devserver import DevServer
 
 ALPHABET = string.ascii_letters + string.digits + "_.-"
 DOT_SEGMENTS = [".", ".."]

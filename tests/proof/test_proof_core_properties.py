@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from moto import mock_aws
 
-from devserver.template import default_template
 from idblocks_core import errors, rules
 from idblocks_core.counters import Counters
 from idblocks_core.store import CounterStore
+from localrun.template import default_template
 from tests.conftest import FAKE_AWS, TABLE_NAMES, reset_core_caches
 
 NAMES = st.sampled_from(["a", "b"])

@@ -27,8 +27,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
 from schemathesis.specs.openapi import checks as openapi_checks
 
-from devserver.template import ROOT
-from tests.support.devserver import DevServer
+from devserver.process import DevServer
+from localrun.template import ROOT
 
 EXAMPLES = 30
 EXCLUDED = [openapi_checks.positive_data_acceptance, openapi_checks.ignored_auth]

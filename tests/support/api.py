@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from devserver.runtime import LocalContext, load_handler
-from devserver.template import ROOT, Template
+from localrun.invoke import LocalContext, load_handler
+from localrun.template import ROOT, Template
 
 EVENTS = ROOT / "events"
 _UNSET: Any = object()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -15,9 +14,10 @@ from pathlib import Path
 
 import requests
 
-from devserver.dynamodb import EmbeddedDynamoDB
-from devserver.template import ROOT
-from tests.support.devserver import DevServer
+from devserver.process import DevServer
+from localrun.dynamodb import EmbeddedDynamoDB
+from localrun.environment import scrubbed_environment
+from localrun.template import ROOT
 from tests.support.fault_proxy import FaultProxy
 from tests.support.hammer import merge
 
@@ -84,7 +84,7 @@ def hammer(
     urls: list[str], counters: list[str], out_dir: Path, *, processes: int, seed: int, **options: object
 ) -> dict:
     """Run client processes (tests/support/hammer.py) and merge what they saw."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env = scrubbed_environment()
     # options become flags: requests=20 -> --requests=20; flag="" -> --flag
     args = [f"--{k.replace('_', '-')}" + (f"={v}" if v != "" else "") for k, v in options.items()]
     outs = [out_dir / f"hammer-{seed}-{p}.json" for p in range(processes)]

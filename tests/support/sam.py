@@ -12,7 +12,7 @@ from typing import Any
 from samcli.lib.cfn_language_extensions.api import process_template
 from samtranslator.translator.transform import transform
 
-from devserver.template import default_template
+from localrun.template import default_template
 
 
 class _NoManagedPolicies:

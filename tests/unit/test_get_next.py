@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from scripts.openapi import document
-from tests.support.devserver import DevServer
+from devserver.process import DevServer
+from localrun.openapi import document
 
 NEXT = "/counters/{name}/next"
 

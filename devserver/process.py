@@ -1,9 +1,9 @@
-"""Start and stop `python -m devserver` as a subprocess, as a developer would."""
+"""Start and stop `python -m devserver` as a subprocess, as a developer would:
+for the tests and the benchmarks."""
 
 from __future__ import annotations
 
 import atexit
-import os
 import signal
 import subprocess
 import sys
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import requests
 
-from devserver.template import ROOT
+from localrun.environment import scrubbed_environment
+from localrun.template import ROOT
 
 # Every dev server a test started and has not seen end: killed when the test
 # process exits, whatever became of the test that started it.
@@ -44,8 +45,7 @@ def _stop_process(process: subprocess.Popen[str], sig: int, grace: float) -> Non
 def subprocess_environment() -> dict[str, str]:
     """This process's environment without the tests' fake AWS settings: the
     dev server sets up its own, as it does for a developer."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "POWERTOOLS_"))}
-    return env | {"PYTHONUNBUFFERED": "1"}
+    return scrubbed_environment() | {"PYTHONUNBUFFERED": "1"}
 
 
 class DevServer:
@@ -74,7 +74,7 @@ class DevServer:
     def try_start(self) -> bool:
         """Start it; True once it is ready, False if it exited first (its
         output and exit code are then in ``output`` and ``process``)."""
-        self.process = subprocess.Popen(
+        self.process = subprocess.Popen(  # noqa: S603 - this interpreter, this project's module, the caller's flags
             [sys.executable, "-m", "devserver", *self.args],
             cwd=ROOT,
             env=subprocess_environment(),
@@ -147,7 +147,7 @@ class DevServer:
 
 def run_devserver(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
     """Run it to completion (for arguments that make it exit)."""
-    return subprocess.run(
+    return subprocess.run(  # noqa: S603 - this interpreter, this project's module, the caller's flags
         [sys.executable, "-m", "devserver", *args],
         cwd=ROOT,
         env=subprocess_environment(),

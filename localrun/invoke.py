@@ -1,18 +1,23 @@
 """Runs a function's real handler in this process, the way the Lambda runtime
-would: its layers on sys.path, its module imported once, and a context object
-that counts down to the function's timeout."""
+would: its layers on sys.path, its module imported once, its environment in
+place, and a context object that counts down to the function's timeout.
+
+Only the standard library is imported at module level: the benchmarks' child
+processes import LocalContext with nothing but the layer on their path."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from devserver.template import FunctionSpec
+if TYPE_CHECKING:
+    from localrun.template import FunctionSpec, Template
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
@@ -32,6 +37,32 @@ class LocalContext:
 
     def get_remaining_time_in_millis(self) -> int:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+def function_environment(
+    template: Template,
+    table_names: Mapping[str, str],
+    dynamodb_endpoint: str,
+    credentials: Mapping[str, str],
+) -> dict[str, str]:
+    """The functions' environment as template.yaml sets it (all three share
+    Globals), pointed at ``dynamodb_endpoint``, with ``credentials`` for it.
+    Tracing is off: it needs the X-Ray daemon, which is not here."""
+    return (
+        template.environment("NextFunction", dict(table_names))
+        | dict(credentials)
+        | {"AWS_ENDPOINT_URL_DYNAMODB": dynamodb_endpoint, "POWERTOOLS_TRACE_DISABLED": "true"}
+    )
+
+
+def install_environment(environment: Mapping[str, str]) -> None:
+    """Make ``environment`` this process's own, before any handler is loaded.
+
+    The one place a local run writes os.environ, and it must: the handlers run
+    in this process, and Powertools reads its POWERTOOLS_* variables when its
+    modules are imported, botocore its AWS_* ones when a client is made; as in
+    a Lambda container, the environment is there before the code."""
+    os.environ.update(environment)
 
 
 _modules: dict[str, ModuleType] = {}

@@ -10,18 +10,16 @@ instead of a bare ``ThreadedMotoServer``.
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import ClientError
 from moto.dynamodb.models import dynamodb_backends
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
-
-from devserver.template import Template
 
 # Credentials for the embedded server only; moto accepts any.
 LOCAL_CREDENTIALS = {
@@ -83,36 +81,15 @@ class EmbeddedDynamoDB:
         raise KeyError(f"no table {table_name}")
 
 
-def client(endpoint: str, config: Config | None = None) -> Any:
-    return boto3.session.Session().client("dynamodb", endpoint_url=endpoint, config=config)
-
-
-def create_tables(dynamodb: Any, template: Template, names: dict[str, str]) -> list[str]:
-    """Create the template's tables (those not there yet); returns the ones created."""
-    existing = set(dynamodb.list_tables()["TableNames"])
-    created = []
-    for logical_id, table_name in names.items():
-        if table_name in existing:
-            continue
-        try:
-            dynamodb.create_table(**template.create_table_kwargs(logical_id, table_name))
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] != "ResourceInUseException":
-                raise
-            continue  # another dev server created it first
-        dynamodb.get_waiter("table_exists").wait(TableName=table_name, WaiterConfig={"Delay": 1})
-        ttl = template.ttl_attribute(logical_id)
-        if ttl:
-            dynamodb.update_time_to_live(
-                TableName=table_name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl}
-            )
-        created.append(table_name)
-    return created
-
-
-def load_items(dynamodb: Any, table_name: str, items: list[dict[str, Any]]) -> None:
-    for start in range(0, len(items), 25):
-        batch = [{"PutRequest": {"Item": item}} for item in items[start : start + 25]]
-        pending = {table_name: batch}
-        while pending:
-            pending = dynamodb.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+def client(endpoint: str, config: Config | None = None, credentials: Mapping[str, str] | None = None) -> Any:
+    """A DynamoDB client for ``endpoint``. ``credentials`` (AWS_* variables)
+    take the place of the environment's where given, so a caller need not
+    change os.environ to reach a local DynamoDB."""
+    given = os.environ | dict(credentials or {})
+    session = boto3.session.Session(
+        aws_access_key_id=given.get("AWS_ACCESS_KEY_ID"),
+        aws_secret_access_key=given.get("AWS_SECRET_ACCESS_KEY"),
+        aws_session_token=given.get("AWS_SESSION_TOKEN"),
+        region_name=given.get("AWS_DEFAULT_REGION"),
+    )
+    return session.client("dynamodb", endpoint_url=endpoint, config=config)

@@ -1,0 +1,182 @@
+"""What bench/server.py runs in a fresh interpreter, as Lambda would start
+one: ``python -S -m bench.lambda_child MODE ...`` with the function's
+directory as working directory and only the standard library, the layer and
+this project's root on the path. Prints the seconds measured.
+
+    cold FUNCTION_DIR LAYER_DIR ROUTE EVENT    import the handler, serve one request
+    baseline LAYER_DIR                         import boto3, create a DynamoDB client
+    breakdown FUNCTION_DIR LAYER_DIR EVENT     the next function's cold start, step by step
+    warm FUNCTION_DIR LAYER_DIR ROUTE EVENT CALLS   median seconds per warm invocation
+
+Each measurement starts at the first line of its function, before any import
+of its own, so what it imports is in the figure; nothing is imported at
+module level beyond what the interpreter has loaded before any code runs.
+DynamoDB is a botocore Stubber (no network).
+"""
+
+import sys
+import time
+
+# A counter's item as DynamoDB returns it, for the admin route's read.
+ITEM = {
+    "name": {"S": "invoices"},
+    "hwm": {"N": "41"},
+    "room": {"N": "9"},
+    "max_id": {"N": "50"},
+    "created_at": {"S": "2026-01-01T00:00:00.000Z"},
+    "updated_at": {"S": "2026-01-01T00:00:00.000Z"},
+}
+
+
+def stub(client, calls, route):
+    """DynamoDB's answers for ``calls`` invocations: an allocation, or a counter read."""
+    from botocore.stub import Stubber
+
+    stubber = Stubber(client)
+    for _ in range(calls):
+        if route == "admin":
+            stubber.add_response("get_item", {"Item": ITEM})
+        else:
+            stubber.add_response("update_item", {"Attributes": {"hwm": {"N": "141"}}})
+    stubber.activate()
+    return stubber
+
+
+def context():
+    """What Lambda passes the handler."""
+    from localrun.invoke import LocalContext
+
+    return LocalContext("bench", timeout_seconds=15)
+
+
+def cold(function_dir, layer_dir, route, event_path):
+    started = time.perf_counter()
+    import json
+
+    sys.path[:0] = [function_dir, layer_dir]
+    import app
+
+    from idblocks_core import store
+
+    stub(store.dynamodb_client(), 1, route)
+    with open(event_path) as file:
+        event = json.load(file)
+    reply = app.lambda_handler(event, context())
+    took = time.perf_counter() - started
+    assert reply["statusCode"] == 200, reply
+    print(took)
+
+
+def baseline(layer_dir):
+    started = time.perf_counter()
+    sys.path[:0] = [layer_dir]
+    import boto3
+
+    boto3.client("dynamodb")
+    print(time.perf_counter() - started)
+
+
+def _import_boto3():
+    import importlib
+
+    importlib.import_module("boto3")
+
+
+def _import_powertools_logging_metrics():
+    import importlib
+
+    importlib.import_module("aws_lambda_powertools.logging")
+    importlib.import_module("aws_lambda_powertools.metrics")
+
+
+def _create_tracer():
+    from aws_lambda_powertools import Tracer
+
+    Tracer()
+
+
+def _import_event_handler_pydantic():
+    import importlib
+
+    importlib.import_module("aws_lambda_powertools.event_handler.api_gateway")
+    importlib.import_module("aws_lambda_powertools.event_handler.openapi.params")
+
+
+def _import_app():
+    import importlib
+
+    importlib.import_module("app")
+
+
+def _create_client():
+    from idblocks_core import store
+
+    return store.dynamodb_client()
+
+
+# The steps of a cold start, in order, by the names bench/server.py reports them under.
+BREAKDOWN = {
+    "boto3_import": _import_boto3,
+    "powertools_logging_metrics": _import_powertools_logging_metrics,
+    "tracer": _create_tracer,
+    "event_handler_pydantic": _import_event_handler_pydantic,
+    "app_import": _import_app,
+    "client_create": _create_client,
+}
+
+
+def breakdown(function_dir, layer_dir, event_path):
+    """The seconds from the start to the end of each step, then to the end
+    of the first invocation (what runs between two marks, e.g. building the
+    stub, counts in the step it precedes)."""
+    started = time.perf_counter()
+    marks = []
+    import json
+
+    sys.path[:0] = [function_dir, layer_dir]
+    client = None
+    for step in BREAKDOWN.values():
+        client = step() or client
+        marks.append(time.perf_counter())
+    stub(client, 1, "next")
+    with open(event_path) as file:
+        event = json.load(file)
+    app = sys.modules["app"]
+    assert app.lambda_handler(event, context())["statusCode"] == 200
+    marks.append(time.perf_counter())
+    print(*[mark - started for mark in marks])
+
+
+def warm(function_dir, layer_dir, route, event_path, calls):
+    import contextlib
+    import io
+    import json
+    import statistics
+
+    calls = int(calls)
+    sys.path[:0] = [function_dir, layer_dir]
+    import app
+
+    from idblocks_core import store
+
+    stub(store.dynamodb_client(), calls + 1, route)
+    with open(event_path) as file:
+        event = json.load(file)
+    sink = io.StringIO()
+    with contextlib.redirect_stdout(sink):  # metrics lines; Lambda ships them, here they are dropped
+        app.lambda_handler(event, context())
+        times = []
+        for _ in range(calls):
+            started = time.perf_counter()
+            reply = app.lambda_handler(event, context())
+            times.append(time.perf_counter() - started)
+            assert reply["statusCode"] == 200, reply
+            sink.seek(0)
+            sink.truncate()
+    print(statistics.median(times))
+
+
+MODES = {"cold": cold, "baseline": baseline, "breakdown": breakdown, "warm": warm}
+
+if __name__ == "__main__":
+    MODES[sys.argv[1]](*sys.argv[2:])

@@ -1,0 +1,20 @@
+"""The environment a local process starts from."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+# What configures AWS clients and Powertools: a child process sets up its
+# own, so nothing of the parent's (fake test credentials, a developer's
+# profile, the parent's tables) leaks into it.
+AWS_PREFIXES = ("AWS_", "POWERTOOLS_")
+
+
+def scrubbed_environment(
+    drop: tuple[str, ...] = AWS_PREFIXES, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """A copy of ``base`` (os.environ by default) without the variables
+    whose names start with any of ``drop``."""
+    source = os.environ if base is None else base
+    return {key: value for key, value in source.items() if not key.startswith(drop)}
