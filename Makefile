@@ -17,10 +17,10 @@ DEV_ARGS ?=
 # `make clean DEV_STATE=1` also deletes the dev server's saved counters.
 DEV_STATE ?=
 
-.PHONY: help venv dev test test-long test-deployed e2e lint security build unit openapi mutants lock bench clean
+.PHONY: help venv dev test test-long test-deployed lint security build unit openapi mutants lock bench clean
 
 help:  ## List the targets
-	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 $(VENV)/.installed: requirements/dev.txt requirements/lock.txt layers/core/requirements.txt client/pyproject.toml
 	@test -n "$(PYTHON313)" || { echo "python3.13 not found: install it (pyenv install 3.13.0) or put it on PATH"; exit 1; }
@@ -58,9 +58,6 @@ build: venv  ## sam build (the layer and the three functions, arm64)
 
 unit: venv  ## The fast in-process tests (tests/unit), for every change
 	python -m pytest tests/unit
-
-e2e: venv  ## The end-to-end suite (tests/e2e) against a dev server it starts
-	python -m pytest tests/e2e
 
 # STACK or URL, e.g. make test-deployed STACK=idblocks-dev (REGION=eu-west-1).
 STACK ?=
