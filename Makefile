@@ -17,7 +17,7 @@ DEV_ARGS ?=
 # `make clean DEV_STATE=1` also deletes the dev server's saved counters.
 DEV_STATE ?=
 
-.PHONY: help venv dev test test-long lint security build unit openapi mutants lock bench clean
+.PHONY: help venv dev test test-long test-deployed lint security build unit openapi mutants lock bench clean
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -58,6 +58,14 @@ build: venv  ## sam build (the layer and the three functions, arm64)
 
 unit: venv  ## The fast in-process tests (tests/unit), for every change
 	python -m pytest tests/unit
+
+# STACK or URL, e.g. make test-deployed STACK=idblocks-dev (REGION=eu-west-1).
+STACK ?=
+URL ?=
+REGION ?=
+test-deployed: venv  ## tests/e2e against a deployed stack: STACK=name or URL=https://... (signed with your AWS credentials)
+	$(if $(STACK)$(URL),,$(error make test-deployed needs STACK=<stack name> or URL=<the stack's ApiUrl>))
+	python -m tests.e2e.deployed --stack "$(STACK)" --url "$(URL)" --region "$(REGION)"
 
 openapi: venv  ## Regenerate docs/openapi.json from the code
 	python -m scripts.openapi > docs/openapi.json

@@ -3,16 +3,24 @@
     python -m scripts.mutants [NAME ...]      (make mutants)
 
 Each mutant edits one file, runs the tests that should catch it, and puts the
-file back. A mutant the tests do not catch is reported, and the run fails.
+file back. A mutant counts as caught only when a test fails on what it
+checks; a mutant the tests do not catch, or that only breaks their
+collection, an import or a fixture, is reported, and the run fails.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from scripts.mutant_verdict import verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 STORE = "layers/core/idblocks_core/store.py"
@@ -230,14 +238,36 @@ TOGETHER = {
 }
 
 
-def run(target: str) -> bool:
-    """True if the target failed (the mutant was caught)."""
+# Generous: the proof suites run for minutes on a busy machine. A run that
+# outlasts it is reported as broken, not as caught.
+TARGET_TIMEOUT_SECONDS = 1800
+
+
+def run(target: str) -> tuple[str, str]:
+    """How the target ended with the mutant in place: ("fails", why) when a
+    test failed on what it checks (the mutant is caught), ("passes", ...), or
+    ("broken", why) for a collection or import error, a fixture that could
+    not start, a timeout: none of these shows that a test noticed."""
     if target.startswith("make:"):
-        command = ["make", target.split(":", 1)[1]]
-    else:
-        command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", target]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-    return done.returncode != 0
+        done = subprocess.run(["make", target.split(":", 1)[1]], cwd=ROOT, capture_output=True, text=True)
+        return ("fails", "make failed") if done.returncode else ("passes", "make succeeded")
+    with tempfile.TemporaryDirectory() as scratch:
+        record = Path(scratch) / "verdict.json"
+        command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                   "-p", "scripts.mutant_verdict", target]  # fmt: skip
+        process = subprocess.Popen(
+            command, cwd=ROOT, env=os.environ | {"IDBLOCKS_MUTANT_VERDICT": str(record)},
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        try:
+            process.wait(timeout=TARGET_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)  # pytest and the servers it started
+            process.wait()
+            return "broken", f"timed out after {TARGET_TIMEOUT_SECONDS} s"
+        if not record.is_file():
+            return "broken", f"pytest exit status {process.returncode} before its session ended"
+        return verdict(json.loads(record.read_text()))
 
 
 def main() -> None:
@@ -261,13 +291,13 @@ def main() -> None:
         finally:
             for path, text in originals.items():
                 path.write_text(text)
-        caught = [t for t, failed in results.items() if failed]
-        verdict = "caught" if caught else "NOT CAUGHT"
-        print(f"{verdict:10} {mutant.name:28} {time.monotonic() - started:6.0f} s  {mutant.why}", flush=True)
-        for target, failed in results.items():
-            print(f"{'':10}   {'fails' if failed else 'passes':6} {target}", flush=True)
-        if not caught:
-            failures.append(mutant.name)
+        outcomes = [outcome for outcome, _ in results.values()]
+        status = "caught" if "fails" in outcomes else "BROKEN" if "broken" in outcomes else "NOT CAUGHT"
+        print(f"{status:10} {mutant.name:28} {time.monotonic() - started:6.0f} s  {mutant.why}", flush=True)
+        for target, (outcome, why) in results.items():
+            print(f"{'':10}   {outcome:6} {target}  ({why})", flush=True)
+        if status != "caught":
+            failures.append(f"{mutant.name} ({status})")
     if failures:
         raise SystemExit(f"mutants not caught: {failures}")
 

@@ -1,6 +1,7 @@
 """Shared fixtures. Unit and handler tests run against moto's in-process
 DynamoDB (mock_aws), which is fine single-threaded; anything concurrent runs
-against moto in server mode instead (see tests/support/moto_server.py)."""
+against moto in server mode instead: the dev server's embedded DynamoDB,
+shared by several dev servers in tests/support/cluster.py."""
 
 from __future__ import annotations
 

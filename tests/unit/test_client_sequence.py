@@ -300,13 +300,18 @@ def test_take_more_than_is_left_skips_what_lies_below_the_next_block():
 class DrawDuringTake(Sequence):
     """Inside take()'s critical section, just after it has read how much of
     the segment is left, another thread calls next_id(). The lock-free path
-    must not hand that thread an ID take() is about to return."""
+    must not hand that thread an ID take() is about to return.
+
+    take() waits until the helper has either drawn an ID (the lock-free path
+    served it: wrong) or gone for the lock (it must wait for take()), so the
+    helper always gets its chance, however slow the machine."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.taking = False
         self.helpers: list[threading.Thread] = []
         self.side_draws: list[int] = []
+        self.helper_moved = threading.Event()
 
     def take(self, n: int) -> range:
         self.taking = True
@@ -315,19 +320,36 @@ class DrawDuringTake(Sequence):
         finally:
             self.taking = False
 
+    def _next_id_locked(self) -> int:
+        self._note_helper()
+        return super()._next_id_locked()
+
+    def _next_id_slow(self) -> int:
+        self._note_helper()
+        return super()._next_id_slow()
+
+    def _note_helper(self) -> None:
+        if threading.current_thread() in self.helpers:
+            self.helper_moved.set()
+
+    def _draw_aside(self) -> None:
+        self.side_draws.append(self.next_id())
+        self.helper_moved.set()
+
     def _left_in_segment(self) -> range:
         left = super()._left_in_segment()
         if self.taking:
-            helper = threading.Thread(target=lambda: self.side_draws.append(self.next_id()))
-            helper.start()
-            # A correct Sequence makes the helper wait for take() to finish; do
-            # not wait for it here (it could not finish), only give it the chance.
-            helper.join(timeout=0.2)
+            self.helper_moved.clear()
+            helper = threading.Thread(target=self._draw_aside)
             self.helpers.append(helper)
+            helper.start()
+            assert self.helper_moved.wait(timeout=60), "the helper neither drew nor waited"
         return left
 
 
 def test_take_never_hands_out_what_a_concurrent_next_id_gets():
+    """Given a segment under way, when next_id() runs in another thread while
+    take() carves its range, then no ID is handed out twice."""
     seq = DrawDuringTake(MemoryBackend(), "orders", block_size=500)
     drawn = [seq.next_id() for _ in range(10)]  # a segment is under way
     taken = [i for _ in range(5) for i in seq.take(7)]

@@ -3,6 +3,8 @@ deployment becomes a plain 500. Never a stack trace in the response."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
 from botocore.stub import Stubber
@@ -11,6 +13,16 @@ from idblocks_core import store
 
 RETRYABLE = ["ThrottlingException", "ProvisionedThroughputExceededException", "InternalServerError",
              "RequestLimitExceeded"]  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def backoff_sleeps(monkeypatch):
+    """The store's backoff between attempts, recorded instead of slept: these
+    tests are about the answer, and real sleeps made them the slowest unit
+    tests. The deadline tests (tests/integration) keep the real clock."""
+    slept: list[float] = []
+    monkeypatch.setattr(time, "sleep", slept.append)
+    return slept
 
 
 def assert_clean_503(reply):
@@ -22,12 +34,16 @@ def assert_clean_503(reply):
 
 @pytest.mark.parametrize("code", RETRYABLE)
 @pytest.mark.parametrize("route", ["next-post", "batch", "admin-create", "admin-get", "admin-list"])
-def test_throttling_after_botocore_retries_is_503(api, code, route):
+def test_throttling_after_botocore_retries_is_503(api, code, route, backoff_sleeps):
+    """Given DynamoDB refusing every attempt with a throttling or 5xx code,
+    when a route is called, then it answers a clean 503 after backing off."""
     operation = {"admin-get": "get_item", "admin-list": "scan"}.get(route, "update_item")
     with Stubber(store.dynamodb_client()) as stub:
-        stub.add_client_error(operation, service_error_code=code, http_status_code=400)
+        for _ in range(store.MAX_ATTEMPTS):
+            stub.add_client_error(operation, service_error_code=code, http_status_code=400)
         reply = api.call(route)
     assert_clean_503(reply)
+    assert len(backoff_sleeps) == store.MAX_ATTEMPTS - 1  # retried, then gave up
 
 
 @pytest.mark.parametrize(

@@ -4,9 +4,6 @@ AllowGetNext parameter turns GET off: 405 method_not_allowed, Allow: POST."""
 
 from __future__ import annotations
 
-import pytest
-
-from devserver.process import DevServer
 from localrun.openapi import document
 
 NEXT = "/counters/{name}/next"
@@ -52,20 +49,3 @@ def test_the_openapi_document_follows_the_switch(monkeypatch):
     assert set(document()["paths"][NEXT]) == {"get", "post"}
     monkeypatch.setenv("ALLOW_GET_NEXT", "false")
     assert set(document()["paths"][NEXT]) == {"post"}
-
-
-@pytest.fixture(scope="module")
-def no_get_server(tmp_path_factory):
-    state = tmp_path_factory.mktemp("no-get") / "state.json"
-    with DevServer("--fresh", "--parameter", "AllowGetNext=false", state_file=state) as server:
-        yield server
-
-
-def test_the_dev_server_follows_the_switch(no_get_server):
-    reply = no_get_server.get("/counters/orders/next")
-    assert reply.status_code == 405
-    assert reply.headers["Allow"] == "POST"
-    assert reply.json()["error"]["code"] == "method_not_allowed"
-    assert no_get_server.post("/counters/orders/next").json()["id"] == 1
-    spec = no_get_server.get("/openapi.json").json()
-    assert set(spec["paths"][NEXT]) == {"post"}

@@ -1,0 +1,58 @@
+"""The end-to-end suite's target: --base-url or IDBLOCKS_E2E_URL when given
+(a deployed stack, or any running server), else a dev server of its own with
+a fresh state file, started once for the session."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from devserver.process import DevServer
+from tests.e2e.target import URL_VARIABLE, Target
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--base-url", default=None, help=f"run tests/e2e against this URL (or set {URL_VARIABLE})"
+    )
+
+
+@pytest.fixture(scope="session")
+def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    url = request.config.getoption("--base-url", default=None) or os.environ.get(URL_VARIABLE)
+    if url:
+        yield Target.from_environment(url)
+        return
+    state = tmp_path_factory.mktemp("e2e-devserver") / "state.json"
+    with DevServer("--fresh", state_file=state) as server:
+        yield Target.unsigned(server.url)
+
+
+@pytest.fixture(scope="session")
+def run_id() -> str:
+    """Made when the session starts, so two runs against one stack never
+    share a counter."""
+    return uuid.uuid4().hex[:10]
+
+
+_numbers = itertools.count(1)
+
+
+@pytest.fixture
+def counter(run_id: str, request: pytest.FixtureRequest) -> str:
+    """A counter name of this run and this test, not created yet."""
+    return f"e2e-{run_id}-{next(_numbers)}-{request.node.originalname}"[:128]
+
+
+@pytest.fixture
+def created(target: Target, counter: str) -> Iterator[str]:
+    """The test's counter, created through the admin API (a stack may run
+    with AutoCreateCounters=false); deleted afterwards to keep lists short."""
+    reply = target.call("POST", "/admin/counters", {"name": counter})
+    assert reply.status_code == 201, reply.text
+    yield counter
+    target.call("DELETE", f"/admin/counters/{counter}")

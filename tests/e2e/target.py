@@ -1,0 +1,80 @@
+"""The service under test, wherever it runs: a base URL and how to sign.
+
+A dev server needs no signature. A deployed stack takes SigV4 on the admin
+routes always, and on next/batch unless the stack was deployed with another
+ClientAuth: then IDBLOCKS_E2E_API_KEY (API_KEY) or IDBLOCKS_E2E_CLIENT_AUTH=none.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import requests
+
+from idblocks import ApiKeyAuth, HttpBackend, IamAuth, NoAuth, RetryPolicy
+from idblocks.backend import Auth
+
+URL_VARIABLE = "IDBLOCKS_E2E_URL"
+
+
+@dataclass(frozen=True)
+class Target:
+    url: str
+    client_auth: Auth
+    admin_auth: Auth
+
+    @classmethod
+    def unsigned(cls, url: str) -> Target:
+        return cls(url.rstrip("/"), NoAuth(), NoAuth())
+
+    @classmethod
+    def from_environment(cls, url: str) -> Target:
+        """A URL given from outside: a deployed stack when it is on
+        execute-api (signed), else a server of ours that takes no signature."""
+        if ".execute-api." not in url:
+            return cls.unsigned(url)
+        iam = IamAuth()
+        client_auth: Auth = iam
+        if os.environ.get("IDBLOCKS_E2E_API_KEY"):
+            client_auth = ApiKeyAuth(os.environ["IDBLOCKS_E2E_API_KEY"])
+        elif os.environ.get("IDBLOCKS_E2E_CLIENT_AUTH", "").lower() == "none":
+            client_auth = NoAuth()
+        return cls(url.rstrip("/"), client_auth, iam)
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        headers: dict[str, str] | None = None,
+        raw: bytes | None = None,
+    ) -> requests.Response:
+        """One request, signed for its route, with no retry: the tests see
+        exactly what the service answered."""
+        url = self.url + path
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        auth = self.admin_auth if path.startswith("/admin/") else self.client_auth
+        sent = {"Content-Type": "application/json"} if data is not None else {}
+        sent |= auth.headers(method, url, data) | (headers or {})
+        return requests.request(method, url, data=data, headers=sent, timeout=30)
+
+    def backend(self, *, admin: bool = False) -> HttpBackend:
+        # Generous: a cold Lambda or a busy machine must not fail the run.
+        retry = RetryPolicy(attempts=10, deadline=120)
+        return HttpBackend(self.url, auth=self.admin_auth if admin else self.client_auth, retry=retry)
+
+
+def url_from_stack(stack: str, cloudformation: Any) -> str:
+    """The ApiUrl output of a deployed stack, or ValueError saying what is missing."""
+    stacks = cloudformation.describe_stacks(StackName=stack)["Stacks"]
+    if not stacks:
+        raise ValueError(f"stack {stack} not found")
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stacks[0].get("Outputs", [])}
+    if "ApiUrl" not in outputs:
+        status = stacks[0].get("StackStatus", "unknown status")
+        raise ValueError(f"stack {stack} ({status}) has no ApiUrl output: is it an idblocks stack, deployed?")
+    return outputs["ApiUrl"].rstrip("/")
