@@ -82,9 +82,9 @@ started = time.perf_counter()
 import json, sys
 sys.path[:0] = [{function_dir!r}, {layer_dir!r}]
 import app
-from idblocks_core import store
+from idblocks_core.core import core
 {stub}
-stub(store.dynamodb_client(), 1, {route!r})
+stub(core().store.client, 1, {route!r})
 event = json.load(open({event!r}))
 {context}
 reply = app.lambda_handler(event, Context())
@@ -107,9 +107,9 @@ WARM = """
 import json, statistics, sys, time, io, contextlib
 sys.path[:0] = [{function_dir!r}, {layer_dir!r}]
 import app
-from idblocks_core import store
+from idblocks_core.core import core
 {stub}
-stub(store.dynamodb_client(), {calls} + 1, {route!r})
+stub(core().store.client, {calls} + 1, {route!r})
 event = json.load(open({event!r}))
 {context}
 sink = io.StringIO()
@@ -223,7 +223,7 @@ BREAKDOWN = {
     "event_handler_pydantic": "import aws_lambda_powertools.event_handler.api_gateway, "
     "aws_lambda_powertools.event_handler.openapi.params",
     "app_import": "import app",
-    "client_create": "from idblocks_core import store; client = store.dynamodb_client()",
+    "client_create": "from idblocks_core.dal.counter_store import new_dynamodb_client; client = new_dynamodb_client()",
 }
 STEPS = [*BREAKDOWN, "first_invocation"]
 

@@ -67,7 +67,7 @@ def document() -> dict:
 
 
 def catalogue() -> dict[str, dict[str, object]]:
-    from idblocks_core.errors import ERROR_CODES
+    from idblocks_core.logic.errors import ERROR_CODES
 
     return {
         code: {
@@ -85,7 +85,7 @@ def catalogue() -> dict[str, dict[str, object]]:
 def gateway_responses() -> dict[str, list[str]]:
     """Status -> the codes API Gateway itself may answer any operation with
     (its 4xx/5xx catch-alls have no one status and stay in the catalogue)."""
-    from idblocks_core.errors import ERROR_CODES
+    from idblocks_core.logic.errors import ERROR_CODES
 
     by_status: dict[str, list[str]] = {}
     for entry in ERROR_CODES.values():
@@ -101,7 +101,7 @@ def tidy(doc: dict) -> dict:
     has no body. API Gateway's own answers (template.yaml's GatewayResponses)
     are added to every operation. Schemas nothing refers to any more are
     dropped."""
-    from idblocks_core.errors import ERROR_CODES
+    from idblocks_core.logic.errors import ERROR_CODES
 
     gateway = gateway_responses()
     for operations in doc["paths"].values():
@@ -141,7 +141,7 @@ def tidy(doc: dict) -> dict:
 
 def errors_table() -> str:
     """The catalogue as the Markdown table of docs/errors.md."""
-    from idblocks_core.errors import ERROR_CODES
+    from idblocks_core.logic.errors import ERROR_CODES
 
     answered_by = {"function": "function", "gateway": "API Gateway", "both": "both"}
     rows = [

@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 
 from devserver.template import ROOT
-from idblocks_core import http
-from idblocks_core.errors import ERROR_CODES, CounterExhausted, IdBlocksError, InvalidInput
+from idblocks_core.api import resolver as http
+from idblocks_core.logic.errors import ERROR_CODES, CounterExhausted, IdBlocksError, InvalidInput
 from scripts.openapi import errors_table
 
 SOURCES = [
-    *sorted((ROOT / "layers" / "core" / "idblocks_core").glob("*.py")),
+    *sorted((ROOT / "layers" / "core" / "idblocks_core").rglob("*.py")),
     *sorted((ROOT / "functions").glob("*/app.py")),
     *sorted((ROOT / "devserver").glob("*.py")),
 ]

@@ -21,7 +21,7 @@ import pytest
 import requests
 
 from devserver.dynamodb import EmbeddedDynamoDB, client
-from idblocks_core import store
+from idblocks_core.dal import counter_store as store
 from tests.support.devserver import DevServer
 from tests.support.fault_proxy import StallingProxy
 

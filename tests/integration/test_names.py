@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from idblocks import HttpBackend, InvalidName, check_name
 from idblocks.backend import Block
-from idblocks_core.errors import InvalidInput
-from idblocks_core.rules import NAME_PATTERN
-from idblocks_core.rules import check_name as service_check_name
+from idblocks_core.logic.errors import InvalidInput
+from idblocks_core.logic.rules import NAME_PATTERN
+from idblocks_core.logic.rules import check_name as service_check_name
 from tests.support.devserver import DevServer
 
 ALPHABET = string.ascii_letters + string.digits + "_.-"

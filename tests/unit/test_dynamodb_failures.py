@@ -4,10 +4,12 @@ deployment becomes a plain 500. Never a stack trace in the response."""
 from __future__ import annotations
 
 import pytest
-from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
+from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 from botocore.stub import Stubber
 
-from idblocks_core import store
+from idblocks_core.core import core
+from idblocks_core.dal import counter_store as store
+from idblocks_core.logic.errors import IdBlocksError
 
 RETRYABLE = ["ThrottlingException", "ProvisionedThroughputExceededException", "InternalServerError",
              "RequestLimitExceeded"]  # fmt: skip
@@ -24,7 +26,7 @@ def assert_clean_503(reply):
 @pytest.mark.parametrize("route", ["next-post", "batch", "admin-create", "admin-get", "admin-list"])
 def test_throttling_after_botocore_retries_is_503(api, code, route):
     operation = {"admin-get": "get_item", "admin-list": "scan"}.get(route, "update_item")
-    with Stubber(store.dynamodb_client()) as stub:
+    with Stubber(core().store.client) as stub:
         stub.add_client_error(operation, service_error_code=code, http_status_code=400)
         reply = api.call(route)
     assert_clean_503(reply)
@@ -38,7 +40,7 @@ def test_throttling_after_botocore_retries_is_503(api, code, route):
     ],
 )
 def test_connection_failures_are_503(api, monkeypatch, error):
-    client = store.dynamodb_client()
+    client = core().store.client
 
     def fail(**_):
         raise error
@@ -48,7 +50,7 @@ def test_connection_failures_are_503(api, monkeypatch, error):
 
 
 def test_idempotency_store_failure_is_503(api, monkeypatch):
-    client = store.dynamodb_client()
+    client = core().store.client
 
     def fail(**_):
         raise EndpointConnectionError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com")
@@ -58,7 +60,7 @@ def test_idempotency_store_failure_is_503(api, monkeypatch):
 
 
 def test_a_missing_table_is_a_500_without_details(api):
-    with Stubber(store.dynamodb_client()) as stub:
+    with Stubber(core().store.client) as stub:
         stub.add_client_error(
             "update_item", service_error_code="ResourceNotFoundException", http_status_code=400
         )
@@ -73,3 +75,19 @@ def test_botocore_makes_one_attempt_and_the_store_retries_within_the_deadline():
     # instead, and only while the invocation has time left (tests/integration/test_deadline.py)
     assert store.BOTO_CONFIG.retries["total_max_attempts"] == 1
     assert store.MAX_ATTEMPTS >= 2
+
+
+@pytest.mark.parametrize("code", ["ResourceNotFoundException", "ValidationException", "AccessDeniedException"])
+def test_a_refusal_no_retry_cures_leaves_the_store_as_a_domain_error(api, code):
+    """The store promises that every DynamoDB error leaves it as a domain
+    error, yet a ClientError that no retry cures (a missing table, a request
+    DynamoDB calls invalid, denied access) escaped it raw, answered only by
+    the resolver's catch-all. It is a 500 internal_error, its cause kept."""
+    store = core().store
+    with Stubber(store.client) as stub:
+        stub.add_client_error("get_item", service_error_code=code, http_status_code=400)
+        with pytest.raises(IdBlocksError) as raised:
+            store.get("orders")
+    assert (raised.value.code, raised.value.message) == ("internal_error", "internal error; it has been logged")
+    assert isinstance(raised.value.__cause__, ClientError)
+    assert code in str(raised.value.__cause__)
