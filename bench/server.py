@@ -223,7 +223,8 @@ BREAKDOWN = {
     "event_handler_pydantic": "import aws_lambda_powertools.event_handler.api_gateway, "
     "aws_lambda_powertools.event_handler.openapi.params",
     "app_import": "import app",
-    "client_create": "from idblocks_core.dal.counter_store import new_dynamodb_client; client = new_dynamodb_client()",
+    "client_create": "from idblocks_core.dal.counter_store import new_dynamodb_client; "
+    "client = new_dynamodb_client()",
 }
 STEPS = [*BREAKDOWN, "first_invocation"]
 

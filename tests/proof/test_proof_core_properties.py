@@ -21,8 +21,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from moto import mock_aws
 
 from devserver.template import default_template
-from idblocks_core.logic import errors, rules
 from idblocks_core.dal.counter_store import CounterStore
+from idblocks_core.logic import errors, rules
 from idblocks_core.logic.admin import CounterAdmin
 from idblocks_core.logic.allocation import IdAllocator
 from tests.conftest import FAKE_AWS, TABLE_NAMES, reset_core_caches

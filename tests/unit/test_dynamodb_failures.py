@@ -77,7 +77,10 @@ def test_botocore_makes_one_attempt_and_the_store_retries_within_the_deadline():
     assert store.MAX_ATTEMPTS >= 2
 
 
-@pytest.mark.parametrize("code", ["ResourceNotFoundException", "ValidationException", "AccessDeniedException"])
+REFUSALS = ["ResourceNotFoundException", "ValidationException", "AccessDeniedException"]
+
+
+@pytest.mark.parametrize("code", REFUSALS)
 def test_a_refusal_no_retry_cures_leaves_the_store_as_a_domain_error(api, code):
     """The store promises that every DynamoDB error leaves it as a domain
     error, yet a ClientError that no retry cures (a missing table, a request
@@ -88,6 +91,7 @@ def test_a_refusal_no_retry_cures_leaves_the_store_as_a_domain_error(api, code):
         stub.add_client_error("get_item", service_error_code=code, http_status_code=400)
         with pytest.raises(IdBlocksError) as raised:
             store.get("orders")
-    assert (raised.value.code, raised.value.message) == ("internal_error", "internal error; it has been logged")
+    assert raised.value.code == "internal_error"
+    assert raised.value.message == "internal error; it has been logged"
     assert isinstance(raised.value.__cause__, ClientError)
     assert code in str(raised.value.__cause__)
