@@ -56,9 +56,9 @@ def cold(function_dir, layer_dir, route, event_path):
     sys.path[:0] = [function_dir, layer_dir]
     import app
 
-    from idblocks_core import store
+    from idblocks_core.core import core
 
-    stub(store.dynamodb_client(), 1, route)
+    stub(core().store.client, 1, route)
     with open(event_path) as file:
         event = json.load(file)
     reply = app.lambda_handler(event, context())
@@ -109,9 +109,9 @@ def _import_app():
 
 
 def _create_client():
-    from idblocks_core import store
+    from idblocks_core.dal.counter_store import new_dynamodb_client
 
-    return store.dynamodb_client()
+    return new_dynamodb_client()
 
 
 # The steps of a cold start, in order, by the names bench/server.py reports them under.
@@ -157,9 +157,9 @@ def warm(function_dir, layer_dir, route, event_path, calls):
     sys.path[:0] = [function_dir, layer_dir]
     import app
 
-    from idblocks_core import store
+    from idblocks_core.core import core
 
-    stub(store.dynamodb_client(), calls + 1, route)
+    stub(core().store.client, calls + 1, route)
     with open(event_path) as file:
         event = json.load(file)
     sink = io.StringIO()

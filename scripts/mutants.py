@@ -23,7 +23,7 @@ from pathlib import Path
 from scripts.mutant_verdict import verdict
 
 ROOT = Path(__file__).resolve().parent.parent
-STORE = "layers/core/idblocks_core/store.py"
+STORE = "layers/core/idblocks_core/dal/counter_store.py"
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ MUTANTS = [
     Mutant(
         "revive-below-mark",
         "a deleted counter may come back below its high-water mark (both checks of it removed)",
-        "layers/core/idblocks_core/counters.py",
+        "layers/core/idblocks_core/logic/admin.py",
         "            if first is not None and first <= hwm:",
         "            if False:",
         ("tests/unit/test_admin_routes.py", "tests/proof/test_proof_core_properties.py"),
@@ -124,7 +124,7 @@ MUTANTS = [
     Mutant(
         "bad-json-is-500",
         "unparseable JSON is answered as a server error",
-        "layers/core/idblocks_core/http.py",
+        "layers/core/idblocks_core/api/resolver.py",
         'return error_response(400, "invalid_json", "request body is not valid JSON")',
         'return error_response(500, "invalid_json", "request body is not valid JSON")',
         ("tests/proof/test_proof_fuzz.py",),
@@ -132,7 +132,7 @@ MUTANTS = [
     Mutant(
         "extra-fields-accepted",
         "unknown body fields are silently ignored",
-        "layers/core/idblocks_core/schemas.py",
+        "layers/core/idblocks_core/api/schemas.py",
         'model_config = ConfigDict(extra="forbid")',
         'model_config = ConfigDict(extra="ignore")',
         ("tests/unit/test_allocation_routes.py", "tests/unit/test_admin_routes.py"),
@@ -140,9 +140,9 @@ MUTANTS = [
     Mutant(
         "idempotency-across-callers",
         "idempotency records are not keyed by caller",
-        "layers/core/idblocks_core/idempotency.py",
-        'event_key_jmespath="[caller, counter, key]"',
-        'event_key_jmespath="[counter, key]"',
+        "layers/core/idblocks_core/dal/idempotency.py",
+        'RECORD_KEY = "[caller, counter, key]"',
+        'RECORD_KEY = "[counter, key]"',
         ("tests/unit/test_idempotency.py",),
     ),
     Mutant(

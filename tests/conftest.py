@@ -13,7 +13,6 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from idblocks_core import counters, idempotency, settings, store
 from localrun.tables import TABLE_NAMES, create_tables
 from localrun.template import Template, default_template
 from tests.support.api import LocalApi
@@ -34,16 +33,13 @@ os.environ.update(default_template().environment("NextFunction", TABLE_NAMES) | 
 
 
 def reset_core_caches() -> None:
-    """The core builds its settings, client and idempotency wiring once per
-    process (once per Lambda container); tests change them between cases."""
-    for cached in (
-        settings.get_settings,
-        counters.get_counters,
-        store.dynamodb_client,
-        idempotency._config,
-        idempotency._idempotent_allocate,
-    ):
-        cached.cache_clear()
+    """The core is built once per process (once per Lambda container); tests
+    change its environment between cases. Imported here: the core loads
+    Powertools, which reads its POWERTOOLS_* variables at import time, after
+    this module has set them."""
+    from idblocks_core.core import reset_core
+
+    reset_core()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -8,10 +8,11 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from idblocks_core import http
-from idblocks_core.counters import LIST_LIMIT_MAX, get_counters
+from idblocks_core.api import resolver as http
+from idblocks_core.api.schemas import CounterPage, CounterState, CreateCounterRequest, SetNextRequest
+from idblocks_core.core import core, invocation_deadline
+from idblocks_core.logic.admin import LIST_LIMIT_MAX
 from idblocks_core.observability import logger, tracer
-from idblocks_core.schemas import CounterPage, CounterState, CreateCounterRequest, SetNextRequest
 
 app = http.new_resolver()
 CREATE_ERRORS = ("invalid_name", "invalid_start", "invalid_max", "counter_exists", "below_high_water_mark")
@@ -31,7 +32,7 @@ SET_ERRORS = (
     security=http.ADMIN_SECURITY,
 )
 def create_counter(request: CreateCounterRequest) -> Response[CounterState]:
-    counter = get_counters().create(request.name, request.start, request.max)
+    counter = core().admin.create(request.name, request.start, request.max)
     return http.json_response(201, CounterState(**counter.as_dict()))
 
 
@@ -45,7 +46,7 @@ def list_counters(
     limit: Annotated[int, Query(ge=1, le=LIST_LIMIT_MAX, description="Page size.")] = 100,
     cursor: Annotated[str | None, Query(max_length=512, description="From the previous page.")] = None,
 ) -> Response[CounterPage]:
-    counters, next_cursor = get_counters().list(limit, cursor)
+    counters, next_cursor = core().admin.list(limit, cursor)
     page = CounterPage(counters=[CounterState(**c.as_dict()) for c in counters], cursor=next_cursor)
     return http.json_response(200, page)
 
@@ -57,7 +58,7 @@ def list_counters(
     security=http.ADMIN_SECURITY,
 )
 def get_counter(name: http.CounterName) -> Response[CounterState]:
-    return http.json_response(200, CounterState(**get_counters().get(name).as_dict()))
+    return http.json_response(200, CounterState(**core().admin.get(name).as_dict()))
 
 
 @app.put(
@@ -67,7 +68,7 @@ def get_counter(name: http.CounterName) -> Response[CounterState]:
     security=http.ADMIN_SECURITY,
 )
 def set_next(name: http.CounterName, request: SetNextRequest) -> Response[CounterState]:
-    return http.json_response(200, CounterState(**get_counters().set_next(name, request.next).as_dict()))
+    return http.json_response(200, CounterState(**core().admin.set_next(name, request.next).as_dict()))
 
 
 @app.delete(
@@ -77,11 +78,12 @@ def set_next(name: http.CounterName, request: SetNextRequest) -> Response[Counte
     security=http.ADMIN_SECURITY,
 )
 def delete_counter(name: http.CounterName) -> Response[None]:
-    get_counters().delete(name)
+    core().admin.delete(name)
     return http.json_response(204, None)
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict, context: LambdaContext) -> dict:
-    return http.resolve(app, event, context)
+    with invocation_deadline(context):
+        return http.resolve(app, event, context)

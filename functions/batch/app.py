@@ -4,9 +4,10 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from idblocks_core import http
+from idblocks_core.api import resolver as http
+from idblocks_core.api.schemas import BatchRequest, BatchResult
+from idblocks_core.core import core, invocation_deadline
 from idblocks_core.observability import logger, metrics, tracer
-from idblocks_core.schemas import BatchRequest, BatchResult
 
 app = http.new_resolver()
 
@@ -20,7 +21,14 @@ app = http.new_resolver()
 def batch(
     name: http.CounterName, request: BatchRequest, idempotency_key: http.IdempotencyKey = None
 ) -> Response[BatchResult]:
-    block = http.allocate(app, "batch", name, request.count, idempotency_key)
+    block = core().allocator.hand_out(
+        name,
+        request.count,
+        route="batch",
+        caller=http.caller_of(app),
+        key=idempotency_key,
+        invocation=app.lambda_context,
+    )
     return http.json_response(
         200, BatchResult(counter=name, start=block.start, end=block.end, count=block.count)
     )
@@ -30,4 +38,5 @@ def batch(
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict, context: LambdaContext) -> dict:
-    return http.resolve(app, event, context)
+    with invocation_deadline(context):
+        return http.resolve(app, event, context)

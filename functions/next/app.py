@@ -4,10 +4,10 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from idblocks_core import http
+from idblocks_core.api import resolver as http
+from idblocks_core.api.schemas import NextResult
+from idblocks_core.core import core, invocation_deadline
 from idblocks_core.observability import logger, metrics, tracer
-from idblocks_core.schemas import NextResult
-from idblocks_core.settings import get_settings
 
 app = http.new_resolver()
 
@@ -36,9 +36,11 @@ def _get_not_allowed(_: GetNotAllowed) -> Response:
     security=http.CLIENT_SECURITY,
 )
 def next_id(name: http.CounterName, idempotency_key: http.IdempotencyKey = None) -> Response[NextResult]:
-    if app.current_event.http_method == "GET" and not get_settings().allow_get_next:
+    if app.current_event.http_method == "GET" and not core().settings.allow_get_next:
         raise GetNotAllowed
-    block = http.allocate(app, "next", name, 1, idempotency_key)
+    block = core().allocator.hand_out(
+        name, 1, route="next", caller=http.caller_of(app), key=idempotency_key, invocation=app.lambda_context
+    )
     return http.json_response(200, NextResult(counter=name, id=block.start))
 
 
@@ -46,4 +48,5 @@ def next_id(name: http.CounterName, idempotency_key: http.IdempotencyKey = None)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict, context: LambdaContext) -> dict:
-    return http.resolve(app, event, context)
+    with invocation_deadline(context):
+        return http.resolve(app, event, context)

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(
 
 def test_layer_holds_the_core_and_its_pinned_dependencies():
     python = BUILD / "CoreLayer" / "python"
-    assert (python / "idblocks_core" / "counters.py").is_file()
+    assert (python / "idblocks_core" / "logic" / "allocation.py").is_file()
     pinned = {
         line.split("==")[0].lower().replace("-", "_")
         for line in (ROOT / "layers/core/requirements.txt").read_text().splitlines()

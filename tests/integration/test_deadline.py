@@ -21,7 +21,7 @@ import pytest
 import requests
 
 from devserver.process import DevServer
-from idblocks_core import store
+from idblocks_core.dal import counter_store as store
 from localrun.dynamodb import EmbeddedDynamoDB, client
 from tests.support.fault_proxy import StallingProxy
 

@@ -20,9 +20,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from moto import mock_aws
 
-from idblocks_core import errors, rules
-from idblocks_core.counters import Counters
-from idblocks_core.store import CounterStore
+from idblocks_core.dal.counter_store import CounterStore
+from idblocks_core.logic import errors, rules
+from idblocks_core.logic.admin import CounterAdmin
+from idblocks_core.logic.allocation import IdAllocator
 from localrun.template import default_template
 from tests.conftest import FAKE_AWS, TABLE_NAMES, reset_core_caches
 
@@ -47,12 +48,15 @@ class CounterMachine(RuleBasedStateMachine):
         client.create_table(
             **default_template().create_table_kwargs("CountersTable", TABLE_NAMES["CountersTable"])
         )
-        self.core = Counters(
-            CounterStore(TABLE_NAMES["CountersTable"], client=client),
+        store = CounterStore(TABLE_NAMES["CountersTable"], client=client)
+        self.allocator = IdAllocator(
+            store,
             auto_create=True,
             max_batch_size=50,
             replay_window=timedelta(hours=1),
+            idempotency_table=TABLE_NAMES["IdempotencyTable"],
         )
+        self.admin = CounterAdmin(store)
         self.handed_out: set[tuple[str, int]] = set()
         # model: per name, the next ID and the max, or None while deleted/absent
         self.next: dict[str, int] = {}
@@ -71,7 +75,7 @@ class CounterMachine(RuleBasedStateMachine):
     @rule(name=NAMES, count=st.integers(1, 50))
     def allocate(self, name: str, count: int) -> None:
         try:
-            block = self.core.allocate(name, count)
+            block = self.allocator.take_block(name, count)
         except errors.CounterExhausted:
             assert name in self.live
             assert self.next[name] + count - 1 > self.max[name]
@@ -88,7 +92,7 @@ class CounterMachine(RuleBasedStateMachine):
     @rule(name=NAMES, start=st.none() | st.integers(1, 120), max_id=st.none() | st.integers(1, 400))
     def create(self, name: str, start: int | None, max_id: int | None) -> None:
         try:
-            counter = self.core.create(name, start, max_id)
+            counter = self.admin.create(name, start, max_id)
         except errors.InvalidInput:
             assert start is not None
             assert start > (max_id or rules.DEFAULT_MAX_ID)
@@ -112,7 +116,7 @@ class CounterMachine(RuleBasedStateMachine):
         name = data.draw(st.sampled_from(sorted(self.live)))
         target = data.draw(st.integers(1, self.next[name] + 100))
         try:
-            counter = self.core.set_next(name, target)
+            counter = self.admin.set_next(name, target)
         except errors.CounterWouldMoveBack:
             assert target < self.next[name]
             return
@@ -125,7 +129,7 @@ class CounterMachine(RuleBasedStateMachine):
     @rule(name=NAMES)
     def delete(self, name: str) -> None:
         try:
-            self.core.delete(name)
+            self.admin.delete(name)
         except errors.CounterNotFound:
             assert name not in self.live
             return
@@ -134,7 +138,7 @@ class CounterMachine(RuleBasedStateMachine):
     @invariant()
     def stored_state_matches_the_model(self) -> None:
         for name in self.live:
-            counter = self.core.get(name)
+            counter = self.admin.get(name)
             assert (counter.next, counter.max) == (self.next[name], self.max[name])
 
 

@@ -6,10 +6,11 @@ from datetime import timedelta
 
 import pytest
 
-from idblocks_core import errors, rules
-from idblocks_core.counters import Counters, get_counters
-from idblocks_core.model import Block
-from idblocks_core.store import CounterStore, StaleToken, decode_cursor, encode_cursor
+from idblocks_core.core import Core
+from idblocks_core.core import core as current_core
+from idblocks_core.dal.counter_store import CounterStore, StaleToken, decode_cursor, encode_cursor
+from idblocks_core.logic import errors, rules
+from idblocks_core.logic.model import Block
 from tests.conftest import TABLE_NAMES
 
 WINDOW = timedelta(hours=1)
@@ -21,8 +22,8 @@ def store(dynamodb):
 
 
 @pytest.fixture
-def core(dynamodb) -> Counters:
-    return get_counters()
+def core(dynamodb) -> Core:
+    return current_core()
 
 
 def item(dynamodb, name):
@@ -64,7 +65,7 @@ def test_block_count_is_inclusive():
 
 
 def test_allocation_is_one_conditional_update(store, core, monkeypatch):
-    core.create("orders")
+    core.admin.create("orders")
     calls = []
     real = store.client.update_item
 
@@ -74,19 +75,19 @@ def test_allocation_is_one_conditional_update(store, core, monkeypatch):
 
     monkeypatch.setattr(store.client, "update_item", spy)
     monkeypatch.setattr(store.client, "get_item", lambda **_: pytest.fail("allocation must not read first"))
-    assert store.allocate("orders", 10, "t1", WINDOW) == Block(1, 10)
+    assert store.reserve_block("orders", 10, "t1", WINDOW) == Block(1, 10)
     (call,) = calls
     assert call["UpdateExpression"].startswith("ADD #hwm :n, #room :minus_n")
     assert "#room >= :n" in call["ConditionExpression"]
 
 
 def test_room_tracks_max_minus_hwm(store, core, dynamodb):
-    core.create("orders", start=11, max_id=100)
-    store.allocate("orders", 30, "t1", WINDOW)
+    core.admin.create("orders", start=11, max_id=100)
+    store.reserve_block("orders", 30, "t1", WINDOW)
     stored = item(dynamodb, "orders")
     assert int(stored["hwm"]["N"]) == 40
     assert int(stored["room"]["N"]) == 100 - 40
-    core.set_next("orders", 91)
+    core.admin.set_next("orders", 91)
     stored = item(dynamodb, "orders")
     assert (int(stored["hwm"]["N"]), int(stored["room"]["N"])) == (90, 10)
 
@@ -94,48 +95,48 @@ def test_room_tracks_max_minus_hwm(store, core, dynamodb):
 def test_a_retried_write_returns_the_block_it_took(store, core):
     # botocore resends the same request when a response is lost; the second
     # send finds the first one's token and answers with its block
-    core.create("orders")
-    first = store.allocate("orders", 10, "token-a", WINDOW)
-    again = store.allocate("orders", 10, "token-a", WINDOW)
+    core.admin.create("orders")
+    first = store.reserve_block("orders", 10, "token-a", WINDOW)
+    again = store.reserve_block("orders", 10, "token-a", WINDOW)
     assert first == again == Block(1, 10)
-    assert store.allocate("orders", 1, "token-b", WINDOW) == Block(11, 11)
+    assert store.reserve_block("orders", 1, "token-b", WINDOW) == Block(11, 11)
 
 
 def test_a_token_is_only_recognised_while_nothing_else_wrote(store, core):
-    core.create("orders")
-    store.allocate("orders", 10, "token-a", WINDOW)
-    store.allocate("orders", 5, "token-b", WINDOW)
+    core.admin.create("orders")
+    store.reserve_block("orders", 10, "token-a", WINDOW)
+    store.reserve_block("orders", 5, "token-b", WINDOW)
     # token-a's write is no longer the last: a resend takes a new block
-    assert store.allocate("orders", 10, "token-a", WINDOW) == Block(16, 25)
+    assert store.reserve_block("orders", 10, "token-a", WINDOW) == Block(16, 25)
 
 
 def test_an_old_token_is_not_replayed(store, core):
-    core.create("orders")
-    store.allocate("orders", 10, "token-a", WINDOW)
+    core.admin.create("orders")
+    store.reserve_block("orders", 10, "token-a", WINDOW)
     with pytest.raises(StaleToken):
-        store.allocate("orders", 10, "token-a", timedelta(0))
+        store.reserve_block("orders", 10, "token-a", timedelta(0))
 
 
 def test_counters_draw_a_fresh_token_for_a_stale_one(core):
-    first = core.allocate("orders", 3, token="token-a")
-    core.replay_window = timedelta(0)
-    assert core.allocate("orders", 3, token="token-a") == Block(first.end + 1, first.end + 3)
+    first = core.allocator.take_block("orders", 3, token="token-a")
+    core.allocator.replay_window = timedelta(0)
+    assert core.allocator.take_block("orders", 3, token="token-a") == Block(first.end + 1, first.end + 3)
 
 
 def test_failed_conditions_leave_the_item_alone(store, core, dynamodb):
-    core.create("orders", max_id=5)
-    store.allocate("orders", 5, "t1", WINDOW)
+    core.admin.create("orders", max_id=5)
+    store.reserve_block("orders", 5, "t1", WINDOW)
     before = item(dynamodb, "orders")
     with pytest.raises(errors.CounterExhausted):
-        store.allocate("orders", 1, "t2", WINDOW)
+        store.reserve_block("orders", 1, "t2", WINDOW)
     with pytest.raises(errors.CounterWouldMoveBack):
         store.set_next("orders", 2)
     assert item(dynamodb, "orders") == before
 
 
 def test_revive_refuses_when_the_high_water_mark_moved(store, core):
-    core.create("orders")
-    store.allocate("orders", 10, "t1", WINDOW)
+    core.admin.create("orders")
+    store.reserve_block("orders", 10, "t1", WINDOW)
     store.delete("orders")
     with pytest.raises(errors.CounterExists):
         store.revive("orders", seen_hwm=3, first_id=4, max_id=100)  # it is 10, not 3
@@ -143,11 +144,11 @@ def test_revive_refuses_when_the_high_water_mark_moved(store, core):
 
 
 def test_auto_revive_keeps_an_exhausted_counter_exhausted(core):
-    core.create("big", start=rules.LIMIT_MAX_ID, max_id=rules.LIMIT_MAX_ID)
-    core.allocate("big", 1)
-    core.delete("big")
+    core.admin.create("big", start=rules.LIMIT_MAX_ID, max_id=rules.LIMIT_MAX_ID)
+    core.allocator.take_block("big", 1)
+    core.admin.delete("big")
     with pytest.raises(errors.CounterExhausted):
-        core.allocate("big", 1)
+        core.allocator.take_block("big", 1)
 
 
 def test_concurrent_create_during_auto_create_is_harmless(core, store, monkeypatch):
@@ -158,7 +159,7 @@ def test_concurrent_create_during_auto_create_is_harmless(core, store, monkeypat
         raise errors.CounterExists(name)
 
     monkeypatch.setattr(core.store, "create", someone_else_created_first)
-    assert core.allocate("orders", 2) == Block(1, 2)
+    assert core.allocator.take_block("orders", 2) == Block(1, 2)
 
 
 def test_cursor_round_trip():

@@ -6,10 +6,12 @@ from __future__ import annotations
 import time
 
 import pytest
-from botocore.exceptions import EndpointConnectionError, ReadTimeoutError
+from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 from botocore.stub import Stubber
 
-from idblocks_core import store
+from idblocks_core.core import core
+from idblocks_core.dal import counter_store as store
+from idblocks_core.logic.errors import IdBlocksError
 
 RETRYABLE = ["ThrottlingException", "ProvisionedThroughputExceededException", "InternalServerError",
              "RequestLimitExceeded"]  # fmt: skip
@@ -38,7 +40,7 @@ def test_throttling_after_botocore_retries_is_503(api, code, route, backoff_slee
     """Given DynamoDB refusing every attempt with a throttling or 5xx code,
     when a route is called, then it answers a clean 503 after backing off."""
     operation = {"admin-get": "get_item", "admin-list": "scan"}.get(route, "update_item")
-    with Stubber(store.dynamodb_client()) as stub:
+    with Stubber(core().store.client) as stub:
         for _ in range(store.MAX_ATTEMPTS):
             stub.add_client_error(operation, service_error_code=code, http_status_code=400)
         reply = api.call(route)
@@ -54,7 +56,7 @@ def test_throttling_after_botocore_retries_is_503(api, code, route, backoff_slee
     ],
 )
 def test_connection_failures_are_503(api, monkeypatch, error):
-    client = store.dynamodb_client()
+    client = core().store.client
 
     def fail(**_):
         raise error
@@ -64,7 +66,7 @@ def test_connection_failures_are_503(api, monkeypatch, error):
 
 
 def test_idempotency_store_failure_is_503(api, monkeypatch):
-    client = store.dynamodb_client()
+    client = core().store.client
 
     def fail(**_):
         raise EndpointConnectionError(endpoint_url="https://dynamodb.us-east-1.amazonaws.com")
@@ -74,7 +76,7 @@ def test_idempotency_store_failure_is_503(api, monkeypatch):
 
 
 def test_a_missing_table_is_a_500_without_details(api):
-    with Stubber(store.dynamodb_client()) as stub:
+    with Stubber(core().store.client) as stub:
         stub.add_client_error(
             "update_item", service_error_code="ResourceNotFoundException", http_status_code=400
         )
@@ -89,3 +91,23 @@ def test_botocore_makes_one_attempt_and_the_store_retries_within_the_deadline():
     # instead, and only while the invocation has time left (tests/integration/test_deadline.py)
     assert store.BOTO_CONFIG.retries["total_max_attempts"] == 1
     assert store.MAX_ATTEMPTS >= 2
+
+
+REFUSALS = ["ResourceNotFoundException", "ValidationException", "AccessDeniedException"]
+
+
+@pytest.mark.parametrize("code", REFUSALS)
+def test_a_refusal_no_retry_cures_leaves_the_store_as_a_domain_error(api, code):
+    """The store promises that every DynamoDB error leaves it as a domain
+    error, yet a ClientError that no retry cures (a missing table, a request
+    DynamoDB calls invalid, denied access) escaped it raw, answered only by
+    the resolver's catch-all. It is a 500 internal_error, its cause kept."""
+    store = core().store
+    with Stubber(store.client) as stub:
+        stub.add_client_error("get_item", service_error_code=code, http_status_code=400)
+        with pytest.raises(IdBlocksError) as raised:
+            store.get("orders")
+    assert raised.value.code == "internal_error"
+    assert raised.value.message == "internal error; it has been logged"
+    assert isinstance(raised.value.__cause__, ClientError)
+    assert code in str(raised.value.__cause__)

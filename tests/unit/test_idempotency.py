@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from idblocks_core import counters
+from idblocks_core.logic.allocation import IdAllocator
 from tests.conftest import TABLE_NAMES, scan_all
 
 KEY = {"Idempotency-Key": "order-7f3a"}
@@ -97,15 +97,15 @@ def test_failed_allocation_is_not_remembered(api):
 
 def test_a_duplicate_in_flight_is_409_with_retry_after(api, monkeypatch):
     inner = {}
-    real_allocate = counters.Counters.allocate
+    real_take_block = IdAllocator.take_block
 
     def allocate_while_a_duplicate_arrives(self, name, count, token=None):
         # While the first request holds its in-progress record, the same
         # request arrives again.
         inner["reply"] = api.call("batch", name="orders", body={"count": 4}, headers=KEY)
-        return real_allocate(self, name, count, token)
+        return real_take_block(self, name, count, token)
 
-    monkeypatch.setattr(counters.Counters, "allocate", allocate_while_a_duplicate_arrives)
+    monkeypatch.setattr(IdAllocator, "take_block", allocate_while_a_duplicate_arrives)
     first = api.call("batch", name="orders", body={"count": 4}, headers=KEY)
     duplicate = inner["reply"]
     assert first.status == 200

@@ -1,67 +1,66 @@
-"""The function's configuration, parsed once from the environment that
-template.yaml sets. Resource names have no defaults: a missing one is a
-deployment error and is reported as such, not papered over."""
+"""The function's configuration, as the environment that template.yaml sets
+declares it: each field names its variable and how to read it. Resource
+names have no defaults: a missing one is a deployment error and is reported
+as such, not papered over."""
 
 from __future__ import annotations
 
-import functools
-import os
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
 
-from idblocks_core.rules import LIMIT_MAX_ID
+from idblocks_core.logic.rules import LIMIT_MAX_ID
 
 
 class ConfigurationError(RuntimeError):
     pass
 
 
-@dataclass(frozen=True)
-class Settings:
-    counters_table: str
-    idempotency_table: str
-    auto_create_counters: bool
-    max_batch_size: int
-    idempotency_ttl_seconds: int
-    allow_get_next: bool
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> Settings:
-        return cls(
-            counters_table=_required(env, "COUNTERS_TABLE"),
-            idempotency_table=_required(env, "IDEMPOTENCY_TABLE"),
-            auto_create_counters=_boolean(env, "AUTO_CREATE_COUNTERS"),
-            max_batch_size=_integer(env, "MAX_BATCH_SIZE", 1, LIMIT_MAX_ID),
-            idempotency_ttl_seconds=_integer(env, "IDEMPOTENCY_TTL_SECONDS", 3600, 366 * 86400),
-            allow_get_next=_boolean(env, "ALLOW_GET_NEXT"),
-        )
+def _text(key: str, raw: str) -> str:
+    return raw
 
 
-def _required(env: Mapping[str, str], key: str) -> str:
-    value = env.get(key, "").strip()
-    if not value:
-        raise ConfigurationError(f"environment variable {key} is not set")
-    return value
-
-
-def _boolean(env: Mapping[str, str], key: str) -> bool:
-    value = _required(env, key).lower()
+def _boolean(key: str, raw: str) -> bool:
+    value = raw.lower()
     if value not in ("true", "false"):
         raise ConfigurationError(f"{key} must be 'true' or 'false', not {value!r}")
     return value == "true"
 
 
-def _integer(env: Mapping[str, str], key: str, low: int, high: int) -> int:
-    raw = _required(env, key)
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigurationError(f"{key} must be an integer, not {raw!r}") from None
-    if not low <= value <= high:
-        raise ConfigurationError(f"{key} must be from {low} to {high}, not {value}")
-    return value
+def _integer(low: int, high: int) -> Callable[[str, str], int]:
+    def parse(key: str, raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ConfigurationError(f"{key} must be an integer, not {raw!r}") from None
+        if not low <= value <= high:
+            raise ConfigurationError(f"{key} must be from {low} to {high}, not {value}")
+        return value
+
+    return parse
 
 
-@functools.cache
-def get_settings() -> Settings:
-    return Settings.from_env(os.environ)
+def _from_env(variable: str, parse: Callable[[str, str], Any]) -> Any:
+    return field(metadata={"variable": variable, "parse": parse})
+
+
+@dataclass(frozen=True)
+class Settings:
+    counters_table: str = _from_env("COUNTERS_TABLE", _text)
+    idempotency_table: str = _from_env("IDEMPOTENCY_TABLE", _text)
+    auto_create_counters: bool = _from_env("AUTO_CREATE_COUNTERS", _boolean)
+    max_batch_size: int = _from_env("MAX_BATCH_SIZE", _integer(1, LIMIT_MAX_ID))
+    idempotency_ttl_seconds: int = _from_env("IDEMPOTENCY_TTL_SECONDS", _integer(3600, 366 * 86400))
+    allow_get_next: bool = _from_env("ALLOW_GET_NEXT", _boolean)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Settings:
+        """Every variable is required (template.yaml sets them all)."""
+        values = {}
+        for spec in fields(cls):
+            variable = spec.metadata["variable"]
+            raw = env.get(variable, "").strip()
+            if not raw:
+                raise ConfigurationError(f"environment variable {variable} is not set")
+            values[spec.name] = spec.metadata["parse"](variable, raw)
+        return cls(**values)

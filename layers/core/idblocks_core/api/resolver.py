@@ -1,6 +1,6 @@
 """What the three handlers share about HTTP: the resolver they are built on,
-the one mapping from exceptions to status codes, the error body, the caller's
-identity, and the allocation entry point that honours Idempotency-Key.
+the body limit and parser, the one mapping from exceptions to status codes,
+the error body and the caller's identity.
 
 Every response carries ``Cache-Control: no-store``: an ID served from a cache
 is an ID handed out twice.
@@ -21,16 +21,14 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestValidationError,
 )
 from aws_lambda_powertools.event_handler.openapi.params import Header, Path
-from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel
 from pydantic_core import from_json
 
-from idblocks_core import store
-from idblocks_core.counters import LIST_LIMIT_MAX, get_counters
-from idblocks_core.errors import ERROR_CODES, IdBlocksError, InvalidInput
-from idblocks_core.model import Block
-from idblocks_core.observability import logger, metrics
-from idblocks_core.rules import (
+from idblocks_core.api.schemas import ErrorBody
+from idblocks_core.core import core
+from idblocks_core.logic.admin import LIST_LIMIT_MAX
+from idblocks_core.logic.errors import ERROR_CODES, IdBlocksError, InvalidInput
+from idblocks_core.logic.rules import (
     IDEMPOTENCY_KEY_PATTERN,
     LIMIT_MAX_ID,
     NAME_PATTERN,
@@ -41,8 +39,7 @@ from idblocks_core.rules import (
     check_new_counter,
     check_next,
 )
-from idblocks_core.schemas import ErrorBody
-from idblocks_core.settings import get_settings
+from idblocks_core.observability import logger
 
 JSON = "application/json"
 NO_STORE = {"Cache-Control": "no-store"}
@@ -104,7 +101,7 @@ def error_response(status: int, code: str, message: str, headers: dict[str, str]
 _ALWAYS = ("unsupported_media_type", "service_unavailable")
 # What a route with a JSON body can answer about the body as a whole.
 BODY_ERRORS = ("payload_too_large", "invalid_json", "invalid_body")
-# What next and batch can answer from allocate() below.
+# What next and batch can answer from the allocation use case.
 ALLOCATION_ERRORS = (
     "invalid_name",
     "invalid_idempotency_key",
@@ -151,7 +148,13 @@ def _on_domain_error(error: IdBlocksError) -> Response:
     if retry_after is not None:
         headers["Retry-After"] = str(retry_after)
     if status >= 500:
-        logger.warning("request failed", error_code=error.code, error=error.message)
+        cause = error.__cause__
+        logger.warning(
+            "request failed",
+            error_code=error.code,
+            error=error.message,
+            cause=None if cause is None else repr(cause),
+        )
     return error_response(status, error.code, error.message, headers)
 
 
@@ -166,7 +169,7 @@ def _reject_cursor(_: object) -> None:
 _FIELD_CHECKS: dict[str, Callable[[Any], object]] = {
     "name": check_name,
     "idempotency-key": check_idempotency_key,
-    "count": lambda value: check_count(value, get_settings().max_batch_size),
+    "count": lambda value: check_count(value, core().settings.max_batch_size),
     "start": lambda value: check_new_counter(value, LIMIT_MAX_ID),
     "max": lambda value: check_new_counter(None, value),
     "next": check_next,
@@ -278,9 +281,7 @@ def resolve(app: APIGatewayRestResolver, event: dict[str, Any], context: Any) ->
                     if k in event["multiValueHeaders"]
                 }
                 event["multiValueHeaders"] = {**event["multiValueHeaders"], **lowered}
-    # One deadline for every DynamoDB call the request makes (see store).
-    with store.deadline(context):
-        return app.resolve(event, context)
+    return app.resolve(event, context)
 
 
 def body_size(event: dict[str, Any]) -> int:
@@ -313,35 +314,3 @@ def caller_of(app: APIGatewayRestResolver) -> str:
     if identity.api_key_id:
         return f"apikey:{identity.api_key_id}"
     return "anonymous"
-
-
-def allocate(
-    app: APIGatewayRestResolver, route: str, name: str, count: int, idempotency_key: str | None
-) -> Block:
-    """The allocation behind next and batch. Metrics count IDs really
-    allocated, by route; the counter name stays out of the dimensions, where
-    thousands of names would each become a billed metric."""
-
-    def _record_allocation(block: Block) -> None:
-        if block.replayed:  # handed out, and counted, by the write it repeats
-            return
-        metrics.add_dimension(name="route", value=route)
-        metrics.add_metric(name="IdsAllocated", unit=MetricUnit.Count, value=block.count)
-        metrics.add_metric(name="BlocksAllocated", unit=MetricUnit.Count, value=1)
-
-    if idempotency_key is None:
-        block = get_counters().allocate(name, count)
-        _record_allocation(block)
-        return block
-    # Imported here: requests without a key (and cold starts) skip loading
-    # the Idempotency utility.
-    from idblocks_core import idempotency
-
-    return idempotency.allocate_once(
-        caller=caller_of(app),
-        counter=name,
-        count=count,
-        key=check_idempotency_key(idempotency_key),
-        lambda_context=app.lambda_context,
-        on_fresh=_record_allocation,
-    )

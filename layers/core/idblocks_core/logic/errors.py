@@ -2,7 +2,7 @@
 
 Each error carries a stable machine-readable ``code``. ``ERROR_CODES`` says,
 for each code, its HTTP status, what it means, whether a retry can help and
-what the caller should do; ``idblocks_core.http`` takes statuses from it,
+what the caller should do; ``idblocks_core.api.resolver`` takes statuses from it,
 docs/errors.md and the OpenAPI document are checked against it
 (tests/infra/test_error_catalogue.py), and template.yaml's GatewayResponses answer
 with its gateway codes."""
@@ -374,3 +374,14 @@ class RequestInProgress(IdBlocksError):
     def __init__(self, retry_after_seconds: int = 1) -> None:
         super().__init__("a request with this Idempotency-Key is still in progress; retry after it completes")
         self.retry_after_seconds = retry_after_seconds
+
+
+class StoreFailure(IdBlocksError):
+    """DynamoDB refused a call for a reason no retry cures (a missing table, a
+    request it calls invalid, denied access): a bug or a broken deployment.
+    The cause is kept (``__cause__``) and logged; the caller gets a 500."""
+
+    code = "internal_error"
+
+    def __init__(self) -> None:
+        super().__init__("internal error; it has been logged")

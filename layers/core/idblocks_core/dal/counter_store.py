@@ -1,4 +1,5 @@
-"""The counters table. The only module that talks to DynamoDB.
+"""The counters table: every DynamoDB call the core makes goes through here
+(the Idempotency utility's too, through RetryingClient).
 
 One item per counter name:
 
@@ -24,7 +25,7 @@ item write atomically and in order, so every allocation gets its own range,
 whatever the concurrency. ``room`` exists because a condition cannot do
 arithmetic: ``hwm + n <= max_id`` is written as ``room >= n``.
 
-Every error from DynamoDB leaves here as a domain error (see ``_unavailable``).
+Every error from DynamoDB leaves here as a domain error (see ``domain_error``).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from idblocks_core.errors import (
+from idblocks_core.logic.errors import (
     BelowHighWaterMark,
     CounterDeleted,
     CounterExhausted,
@@ -56,9 +57,10 @@ from idblocks_core.errors import (
     InvalidInput,
     NextBeyondMax,
     ServiceUnavailable,
+    StoreFailure,
 )
-from idblocks_core.model import Block, Counter
-from idblocks_core.rules import check_name
+from idblocks_core.logic.model import Block, Counter
+from idblocks_core.logic.rules import check_name
 
 # What bounds a request is the invocation's deadline, not a count of retries.
 # A keyed request makes three DynamoDB calls, five when it creates the
@@ -123,12 +125,11 @@ _FORGET_ALLOCATION = "REMOVE #token, #alloc_at"
 _ALLOCATION_NAMES = ("#token", "#alloc_at")
 
 
-@functools.cache
-def dynamodb_client() -> Any:
-    """One client per container, built on first use. The endpoint follows
-    boto3's standard configuration (AWS_ENDPOINT_URL_DYNAMODB for local runs).
-    Every call on it, the Idempotency utility's included, keeps to the
-    deadline of the invocation it runs in."""
+def new_dynamodb_client() -> Any:
+    """A client for the core (build_core makes one per container). The
+    endpoint follows boto3's standard configuration (AWS_ENDPOINT_URL_DYNAMODB
+    for local runs). Every call on it, the Idempotency utility's included,
+    keeps to the deadline of the invocation it runs in."""
     client = boto3.session.Session().client("dynamodb", config=BOTO_CONFIG)
     client.meta.events.register("before-send.dynamodb", _fit_attempt_to_deadline)
     return client
@@ -214,15 +215,18 @@ def call_dynamodb(client: Any, operation: str, **kwargs: Any) -> dict[str, Any]:
 
 
 class RetryingClient:
-    """The client as the Idempotency utility gets it: every operation goes
+    """A client as the Idempotency utility gets it: every operation goes
     through call_dynamodb, so its calls keep to the deadline and are retried
     like the store's own."""
 
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
     def __getattr__(self, name: str) -> Any:
-        attribute = getattr(dynamodb_client(), name)
+        attribute = getattr(self._client, name)
         if name.startswith("_") or not callable(attribute):
             return attribute
-        return functools.partial(call_dynamodb, dynamodb_client(), name)
+        return functools.partial(call_dynamodb, self._client, name)
 
 
 def now_iso() -> str:
@@ -241,7 +245,15 @@ def _names(*placeholders: str) -> dict[str, str]:
     return {p: _NAMES[p] for p in placeholders}
 
 
-def _unavailable(exc: Exception) -> ServiceUnavailable:
+def domain_error(exc: ClientError | BotoCoreError) -> ServiceUnavailable | StoreFailure:
+    """What a DynamoDB failure is to the caller, once retries and time are
+    spent. Throttling, 5xx and timeouts (anything botocore raises itself)
+    pass with time: 503. Any other refusal (a missing table, a request
+    DynamoDB calls invalid, denied access) is a bug or a broken deployment:
+    a 500 whose cause is logged. A refused condition is not a failure and
+    never reaches here (see CounterStore._update)."""
+    if isinstance(exc, ClientError) and _error_code(exc) not in _RETRYABLE_CODES:
+        return StoreFailure()
     return ServiceUnavailable(f"DynamoDB is unavailable, try again shortly ({type(exc).__name__})")
 
 
@@ -267,38 +279,29 @@ def _to_counter(item: Mapping[str, Any]) -> Counter:
 class CounterStore:
     def __init__(self, table_name: str, client: Any = None) -> None:
         self.table_name = table_name
-        self._client = client
-
-    @property
-    def client(self) -> Any:
-        return self._client or dynamodb_client()
+        self.client = client if client is not None else new_dynamodb_client()
 
     def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
-        """One DynamoDB call. Throttling and outages, once the retries or the
-        time are spent, become ServiceUnavailable; anything else (a missing
-        table, a bad request) is a bug or a broken deployment and propagates."""
+        """One DynamoDB call; every failure leaves as a domain error."""
         try:
             return call_dynamodb(self.client, operation, TableName=self.table_name, **kwargs)
-        except ClientError as exc:
-            if _error_code(exc) in _RETRYABLE_CODES:
-                raise _unavailable(exc) from exc
-            raise
-        except BotoCoreError as exc:
-            raise _unavailable(exc) from exc
+        except (ClientError, BotoCoreError) as exc:
+            raise domain_error(exc) from exc
 
     def _update(self, **kwargs: Any) -> dict[str, Any]:
         """UpdateItem; when the condition does not hold, returns the item as it
         was (``{}`` if there is none) under ``"failed"`` instead of raising."""
         try:
             return self._call("update_item", ReturnValuesOnConditionCheckFailure="ALL_OLD", **kwargs)
-        except ClientError as exc:
-            if _error_code(exc) == "ConditionalCheckFailedException":
-                return {"failed": exc.response.get("Item", {})}
+        except StoreFailure as failure:
+            refused = failure.__cause__
+            if isinstance(refused, ClientError) and _error_code(refused) == "ConditionalCheckFailedException":
+                return {"failed": refused.response.get("Item", {})}
             raise
 
     # -- allocation ---------------------------------------------------------
 
-    def allocate(self, name: str, count: int, token: str, replay_window: timedelta) -> Block:
+    def reserve_block(self, name: str, count: int, token: str, replay_window: timedelta) -> Block:
         """Hand out the next ``count`` IDs of ``name``, or raise.
 
         ``token`` names this allocation. If botocore retries a write whose

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from idblocks_core.errors import InvalidInput
+from idblocks_core.logic.errors import InvalidInput
 
 # 1-128 characters of A-Z a-z 0-9 _ . -, but not "." or "..": those are dot
 # segments, which URL handling collapses (/counters/./next arrives as

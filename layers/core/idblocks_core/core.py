@@ -1,0 +1,50 @@
+"""One core per environment: settings, store and use cases, built together
+by build_core() and kept once per process (once per Lambda container) by
+core(). Tests that change the environment call reset_core()."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+from idblocks_core.dal.counter_store import CounterStore, deadline
+from idblocks_core.logic.admin import CounterAdmin
+from idblocks_core.logic.allocation import IdAllocator
+from idblocks_core.settings import Settings
+
+# The handlers enter it around each invocation, so that every DynamoDB call
+# the invocation makes ends before the function's timeout.
+invocation_deadline = deadline
+
+
+@dataclass(frozen=True)
+class Core:
+    settings: Settings
+    store: CounterStore
+    allocator: IdAllocator
+    admin: CounterAdmin
+
+
+def build_core(env: Mapping[str, str] | None = None) -> Core:
+    settings = Settings.from_env(os.environ if env is None else env)
+    store = CounterStore(settings.counters_table)
+    allocator = IdAllocator(
+        store,
+        auto_create=settings.auto_create_counters,
+        max_batch_size=settings.max_batch_size,
+        replay_window=timedelta(seconds=settings.idempotency_ttl_seconds),
+        idempotency_table=settings.idempotency_table,
+    )
+    return Core(settings=settings, store=store, allocator=allocator, admin=CounterAdmin(store))
+
+
+@functools.cache
+def core() -> Core:
+    return build_core()
+
+
+def reset_core() -> None:
+    core.cache_clear()

@@ -1,0 +1,156 @@
+"""Handing out IDs: the use case behind next and batch, independent of HTTP.
+
+Input is validated once, before anything is written, so bad input changes
+nothing (and leaves no idempotency record behind that would turn its
+corrected retry into a 422). Allocation never reads before it writes: one
+conditional UpdateItem decides, and only when it is refused does the reason
+matter (unknown name, deleted, exhausted).
+
+With an Idempotency-Key, the block is taken with a token derived from
+(caller, counter, key, count): if the write committed but the request failed
+afterwards, the retry finds that write and returns its block instead of
+taking a second one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+
+from idblocks_core.dal.counter_store import CounterStore, StaleToken
+from idblocks_core.logic.errors import CounterDeleted, CounterExists, CounterNotFound
+from idblocks_core.logic.model import Block
+from idblocks_core.logic.rules import DEFAULT_MAX_ID, check_count, check_idempotency_key, check_name
+from idblocks_core.observability import metrics
+
+# Allocation may have to create (or revive) the counter first and then try
+# again; a few rounds cover any interleaving with concurrent creates/deletes.
+_ALLOCATION_ROUNDS = 4
+
+
+def allocation_token(caller: str, counter: str, key: str, count: int) -> str:
+    return hashlib.sha256(f"{caller}\n{counter}\n{key}\n{count}".encode()).hexdigest()
+
+
+class IdAllocator:
+    def __init__(
+        self,
+        store: CounterStore,
+        *,
+        auto_create: bool,
+        max_batch_size: int,
+        replay_window: timedelta,
+        idempotency_table: str,
+    ) -> None:
+        self.store = store
+        self.auto_create = auto_create
+        self.max_batch_size = max_batch_size
+        self.replay_window = replay_window
+        self.idempotency_table = idempotency_table
+        self._once: Callable[..., dict[str, int]] | None = None
+        self._idempotency_config: Any = None
+
+    def hand_out(
+        self,
+        name: object,
+        count: object,
+        *,
+        route: str,
+        caller: str,
+        key: str | None = None,
+        invocation: Any = None,
+    ) -> Block:
+        """``count`` consecutive IDs of counter ``name`` for ``route``; with a
+        ``key``, the block an earlier request of the same caller, counter,
+        key and count got, if there was one."""
+        name = check_name(name)
+        count = check_count(count, self.max_batch_size)
+        if key is None:
+            block = self.take_block(name, count)
+            self._count_fresh(route, block)
+            return block
+        request = {"caller": caller, "counter": name, "key": check_idempotency_key(key), "count": count}
+        once = self._idempotent_step()
+        self._idempotency_config.register_lambda_context(invocation)
+        # Imported here, as the step is built: requests without a key (and
+        # cold starts) skip loading the Idempotency utility.
+        from idblocks_core.dal.idempotency import record_errors_as_domain_errors
+
+        with record_errors_as_domain_errors():
+            result = once(request=request, route=route)
+        return Block(result["start"], result["end"])
+
+    def _hand_out_once(self, request: dict[str, Any], route: str) -> dict[str, int]:
+        """Runs only when no record of the request exists: what it returns is
+        the record, answered again to the request's retries."""
+        token = allocation_token(request["caller"], request["counter"], request["key"], request["count"])
+        block = self.take_block(request["counter"], request["count"], token=token)
+        self._count_fresh(route, block)
+        return {"start": block.start, "end": block.end}
+
+    def _idempotent_step(self) -> Callable[..., dict[str, int]]:
+        if self._once is None:
+            from aws_lambda_powertools.utilities.idempotency import idempotent_function
+
+            from idblocks_core.dal import idempotency
+
+            config = idempotency.idempotency_config(int(self.replay_window.total_seconds()))
+            self._once = idempotent_function(
+                data_keyword_argument="request",
+                persistence_store=idempotency.persistence_layer(self.idempotency_table, self.store.client),
+                config=config,
+                key_prefix=idempotency.KEY_PREFIX,
+            )(self._hand_out_once)
+            self._idempotency_config = config
+        return self._once
+
+    @staticmethod
+    def _count_fresh(route: str, block: Block) -> None:
+        """Metrics count IDs really allocated, by route; the counter name
+        stays out of the dimensions, where thousands of names would each
+        become a billed metric."""
+        if block.replayed:  # handed out, and counted, by the write it repeats
+            return
+        metrics.add_dimension(name="route", value=route)
+        metrics.add_metric(name="IdsAllocated", unit=MetricUnit.Count, value=block.count)
+        metrics.add_metric(name="BlocksAllocated", unit=MetricUnit.Count, value=1)
+
+    def take_block(self, name: str, count: int, token: str | None = None) -> Block:
+        """Take ``count`` IDs of a checked name and count, creating or
+        reviving the counter first if the deployment allows it.
+
+        ``token`` identifies the request (derived from its Idempotency-Key):
+        repeating an allocation with the same token, while nothing else has
+        written to the counter, returns the same block rather than a new one.
+        """
+        token = token or uuid.uuid4().hex
+        for round_ in range(_ALLOCATION_ROUNDS):
+            last_round = round_ == _ALLOCATION_ROUNDS - 1
+            try:
+                return self.store.reserve_block(name, count, token, self.replay_window)
+            except StaleToken:
+                token = uuid.uuid4().hex
+            except CounterDeleted as gone:
+                if not self.auto_create or last_round:
+                    raise
+                self._revive_for_allocation(name, gone.high_water_mark)
+            except CounterNotFound:
+                if not self.auto_create or last_round:
+                    raise
+                self._create_for_allocation(name)
+        raise AssertionError("unreachable: the last round re-raises")  # pragma: no cover
+
+    def _create_for_allocation(self, name: str) -> None:
+        # Created or deleted meanwhile: the next round sees which.
+        with contextlib.suppress(CounterExists, CounterDeleted):
+            self.store.create(name, 1, DEFAULT_MAX_ID)
+
+    def _revive_for_allocation(self, name: str, hwm: int) -> None:
+        with contextlib.suppress(CounterExists):  # revived by someone else meanwhile
+            self.store.revive(name, hwm, hwm + 1, max(DEFAULT_MAX_ID, hwm))
