@@ -242,7 +242,7 @@ def _on_unexpected(error: Exception) -> Response:
 
 
 # How API Gateway authenticates callers (template.yaml), for the OpenAPI
-# document (scripts/openapi.py defines the schemes). next and batch take
+# document (localrun/openapi.py defines the schemes). next and batch take
 # whichever the deployment's ClientAuth chose; the admin routes always SigV4.
 CLIENT_SECURITY: list[dict[str, list[str]]] = [{"sigv4": []}, {"api_key": []}, {}]
 ADMIN_SECURITY: list[dict[str, list[str]]] = [{"sigv4": []}]
