@@ -1,6 +1,6 @@
 """The OpenAPI document of the whole API, merged by Powertools from the three
 functions' resolvers (the routes, parameters and models in the code), with
-the error catalogue of idblocks_core.logic.errors; and that catalogue as the table
+the error catalogue of idblocks_core.domain.errors; and that catalogue as the table
 of docs/errors.md. scripts/openapi.py prints them; the dev server serves the
 document."""
 
@@ -65,7 +65,7 @@ def document(environment: Mapping[str, str] | None = None) -> dict:
 
 
 def catalogue() -> dict[str, dict[str, object]]:
-    from idblocks_core.logic.errors import ERROR_CODES
+    from idblocks_core.domain.errors import ERROR_CODES
 
     return {
         code: {
@@ -83,7 +83,7 @@ def catalogue() -> dict[str, dict[str, object]]:
 def gateway_responses() -> dict[str, list[str]]:
     """Status -> the codes API Gateway itself may answer any operation with
     (its 4xx/5xx catch-alls have no one status and stay in the catalogue)."""
-    from idblocks_core.logic.errors import ERROR_CODES
+    from idblocks_core.domain.errors import ERROR_CODES
 
     by_status: dict[str, list[str]] = {}
     for entry in ERROR_CODES.values():
@@ -99,7 +99,7 @@ def tidy(doc: dict) -> dict:
     has no body. API Gateway's own answers (template.yaml's GatewayResponses)
     are added to every operation. Schemas nothing refers to any more are
     dropped."""
-    from idblocks_core.logic.errors import ERROR_CODES
+    from idblocks_core.domain.errors import ERROR_CODES
 
     gateway = gateway_responses()
     for operations in doc["paths"].values():
@@ -139,7 +139,7 @@ def tidy(doc: dict) -> dict:
 
 def errors_table() -> str:
     """The catalogue as the Markdown table of docs/errors.md."""
-    from idblocks_core.logic.errors import ERROR_CODES
+    from idblocks_core.domain.errors import ERROR_CODES
 
     answered_by = {"function": "function", "gateway": "API Gateway", "both": "both"}
     rows = [

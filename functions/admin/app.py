@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from idblocks_core.api import resolver as http
 from idblocks_core.api.schemas import CounterPage, CounterState, CreateCounterRequest, SetNextRequest
 from idblocks_core.core import core, invocation_deadline
-from idblocks_core.logic.admin import LIST_LIMIT_MAX
+from idblocks_core.domain.rules import LIST_LIMIT_MAX
 from idblocks_core.observability import logger, tracer
 
 app = http.new_resolver()

@@ -1,4 +1,4 @@
-"""The error catalogue (idblocks_core.logic.errors.ERROR_CODES), the code that
+"""The error catalogue (idblocks_core.domain.errors.ERROR_CODES), the code that
 answers errors, template.yaml's GatewayResponses, docs/errors.md and
 docs/openapi.json say the same thing.
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from idblocks_core.api import resolver as http
-from idblocks_core.logic.errors import ERROR_CODES, CounterExhausted, IdBlocksError, InvalidInput
+from idblocks_core.domain.errors import ERROR_CODES, CounterExhausted, IdBlocksError, InvalidInput
 from localrun.openapi import errors_table
 from localrun.template import ROOT
 

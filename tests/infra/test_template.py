@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from idblocks_core.logic.errors import ERROR_CODES
+from idblocks_core.domain.errors import ERROR_CODES
 from tests.support.api import routes
 from tests.support.sam import method_security, translate
 

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from devserver.process import DevServer
 from idblocks import HttpBackend, InvalidName, check_name
 from idblocks.backend import Block
-from idblocks_core.logic.errors import InvalidInput
-from idblocks_core.logic.rules import NAME_PATTERN
-from idblocks_core.logic.rules import check_name as service_check_name
+from idblocks_core.domain.errors import InvalidInput
+from idblocks_core.domain.rules import NAME_PATTERN
+from idblocks_core.domain.rules import check_name as service_check_name
 
 ALPHABET = string.ascii_letters + string.digits + "_.-"
 DOT_SEGMENTS = [".", ".."]

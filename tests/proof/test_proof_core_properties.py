@@ -21,7 +21,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from moto import mock_aws
 
 from idblocks_core.dal.counter_store import CounterStore
-from idblocks_core.logic import errors, rules
+from idblocks_core.domain import errors, rules
 from idblocks_core.logic.admin import CounterAdmin
 from idblocks_core.logic.allocation import IdAllocator
 from localrun.template import default_template

@@ -33,6 +33,19 @@ _ERRORS = {
 }
 
 
+class DynamoDBCallHandler(QuietHandler):
+    """A handler for DynamoDB's JSON protocol, over keep-alive connections as
+    botocore uses them."""
+
+    protocol_version = "HTTP/1.1"
+
+    def read_call(self) -> tuple[str, bytes]:
+        """The operation (from X-Amz-Target, e.g. "UpdateItem") and the body."""
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length)
+        return (self.headers.get("X-Amz-Target") or "").rsplit(".", 1)[-1], body
+
+
 class FaultProxy(LoopbackServer):
     def __init__(
         self,
@@ -62,13 +75,9 @@ class FaultProxy(LoopbackServer):
         self._session = threading.local()
         proxy = self
 
-        class Handler(QuietHandler):
-            protocol_version = "HTTP/1.1"
-
+        class Handler(DynamoDBCallHandler):
             def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length)
-                operation = (self.headers.get("X-Amz-Target") or "").rsplit(".", 1)[-1]
+                operation, body = self.read_call()
                 fault = proxy._choose(operation)
                 if fault in _ERRORS:
                     status, kind, message = _ERRORS[fault]
@@ -148,13 +157,9 @@ class StallingProxy(LoopbackServer):
         self._lock = threading.Lock()
         proxy = self
 
-        class Handler(QuietHandler):
-            protocol_version = "HTTP/1.1"
-
+        class Handler(DynamoDBCallHandler):
             def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length)
-                operation = (self.headers.get("X-Amz-Target") or "").rsplit(".", 1)[-1]
+                operation, body = self.read_call()
                 if proxy._hold(operation, body):
                     proxy._closing.wait(proxy.hold_seconds)
                     self.drop()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from idblocks_core.logic.rules import DEFAULT_MAX_ID, LIMIT_MAX_ID
+from idblocks_core.domain.rules import DEFAULT_MAX_ID, LIMIT_MAX_ID
 
 COUNTER_FIELDS = {"name", "next", "exhausted", "max", "created_at", "updated_at"}
 NAME_RULE = "counter name must be 1-128 characters of A-Z, a-z, 0-9, '_', '.' or '-', and not '.' or '..'"

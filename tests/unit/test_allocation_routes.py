@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from idblocks_core.logic.rules import DEFAULT_MAX_ID
+from idblocks_core.domain.rules import DEFAULT_MAX_ID
 
 
 def test_next_hands_out_consecutive_ids_from_1(api):

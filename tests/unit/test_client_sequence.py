@@ -4,7 +4,6 @@ adaptive sizing, take, faults and close."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -20,15 +19,7 @@ from idblocks import sequence as sequence_module
 from idblocks.backend import Block
 from idblocks.sequence import BlockSizer
 from idblocks.testing import LOST_RESPONSE, MemoryBackend
-
-
-def wait_until(condition, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.001)
-    return True
+from tests.support.waiting import wait_until
 
 
 def draw_in_threads(seq, threads, per_thread):

@@ -17,20 +17,12 @@ import pytest
 
 from idblocks import CounterExhausted, CounterNotFound, Sequence, SequenceClosed, ServiceUnavailable
 from idblocks.testing import LOST_RESPONSE, MemoryBackend
+from tests.support.waiting import wait_until
 
 # Far longer than one request to MemoryBackend takes, even on a loaded
 # machine, and far shorter than the wait_timeout the tests set: a thread that
 # waits this long was left waiting for nothing.
 ONE_REQUEST = 5.0
-
-
-def wait_until(condition, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.001)
-    return True
 
 
 def at_once(threads, work):

@@ -9,8 +9,8 @@ import pytest
 from idblocks_core.core import Core
 from idblocks_core.core import core as current_core
 from idblocks_core.dal.counter_store import CounterStore, StaleToken, decode_cursor, encode_cursor
-from idblocks_core.logic import errors, rules
-from idblocks_core.logic.model import Block
+from idblocks_core.domain import errors, rules
+from idblocks_core.domain.model import Block
 from tests.conftest import TABLE_NAMES
 
 WINDOW = timedelta(hours=1)

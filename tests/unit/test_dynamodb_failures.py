@@ -11,7 +11,7 @@ from botocore.stub import Stubber
 
 from idblocks_core.core import core
 from idblocks_core.dal import counter_store as store
-from idblocks_core.logic.errors import IdBlocksError
+from idblocks_core.domain.errors import IdBlocksError
 
 RETRYABLE = ["ThrottlingException", "ProvisionedThroughputExceededException", "InternalServerError",
              "RequestLimitExceeded"]  # fmt: skip

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from idblocks_core.logic.rules import LIMIT_MAX_ID
+from idblocks_core.domain.rules import LIMIT_MAX_ID
 
 
 class ConfigurationError(RuntimeError):

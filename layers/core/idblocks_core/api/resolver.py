@@ -26,11 +26,11 @@ from pydantic_core import from_json
 
 from idblocks_core.api.schemas import ErrorBody
 from idblocks_core.core import core
-from idblocks_core.logic.admin import LIST_LIMIT_MAX
-from idblocks_core.logic.errors import ERROR_CODES, IdBlocksError, InvalidInput
-from idblocks_core.logic.rules import (
+from idblocks_core.domain.errors import ERROR_CODES, IdBlocksError, InvalidInput
+from idblocks_core.domain.rules import (
     IDEMPOTENCY_KEY_PATTERN,
     LIMIT_MAX_ID,
+    LIST_LIMIT_MAX,
     NAME_PATTERN,
     check_count,
     check_idempotency_key,

@@ -12,7 +12,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from idblocks_core.logic.rules import LIMIT_MAX_ID, NAME_PATTERN
+from idblocks_core.domain.rules import LIMIT_MAX_ID, NAME_PATTERN
 
 # The upper bound (2^63-1) is checked by the core, not stated in the schema:
 # the OpenAPI document would round it to a float, 2^63, one too many.

@@ -47,7 +47,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from idblocks_core.logic.errors import (
+from idblocks_core.domain.errors import (
     BelowHighWaterMark,
     CounterDeleted,
     CounterExhausted,
@@ -59,8 +59,8 @@ from idblocks_core.logic.errors import (
     ServiceUnavailable,
     StoreFailure,
 )
-from idblocks_core.logic.model import Block, Counter
-from idblocks_core.logic.rules import check_name
+from idblocks_core.domain.model import Block, Counter
+from idblocks_core.domain.rules import check_name
 
 # What bounds a request is the invocation's deadline, not a count of retries.
 # A keyed request makes three DynamoDB calls, five when it creates the

@@ -23,7 +23,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
 )
 
 from idblocks_core.dal.counter_store import RetryingClient
-from idblocks_core.logic.errors import IdempotencyKeyReused, RequestInProgress, ServiceUnavailable
+from idblocks_core.domain.errors import IdempotencyKeyReused, RequestInProgress, ServiceUnavailable
 
 # Fields of the request the use case hands to the idempotent step.
 RECORD_KEY = "[caller, counter, key]"

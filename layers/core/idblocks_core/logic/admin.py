@@ -7,11 +7,9 @@ input changes nothing.
 from __future__ import annotations
 
 from idblocks_core.dal.counter_store import CounterStore
-from idblocks_core.logic.errors import BelowHighWaterMark, CounterDeleted
-from idblocks_core.logic.model import Counter
-from idblocks_core.logic.rules import check_limit, check_name, check_new_counter, check_next
-
-LIST_LIMIT_MAX = 1000
+from idblocks_core.domain.errors import BelowHighWaterMark, CounterDeleted
+from idblocks_core.domain.model import Counter
+from idblocks_core.domain.rules import LIST_LIMIT_MAX, check_limit, check_name, check_new_counter, check_next
 
 
 class CounterAdmin:

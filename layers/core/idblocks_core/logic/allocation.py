@@ -24,9 +24,9 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 
 from idblocks_core.dal.counter_store import CounterStore, StaleToken
-from idblocks_core.logic.errors import CounterDeleted, CounterExists, CounterNotFound
-from idblocks_core.logic.model import Block
-from idblocks_core.logic.rules import DEFAULT_MAX_ID, check_count, check_idempotency_key, check_name
+from idblocks_core.domain.errors import CounterDeleted, CounterExists, CounterNotFound
+from idblocks_core.domain.model import Block
+from idblocks_core.domain.rules import DEFAULT_MAX_ID, check_count, check_idempotency_key, check_name
 from idblocks_core.observability import metrics
 
 # Allocation may have to create (or revive) the counter first and then try

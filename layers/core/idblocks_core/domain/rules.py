@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from idblocks_core.logic.errors import InvalidInput
+from idblocks_core.domain.errors import InvalidInput
 
 # 1-128 characters of A-Z a-z 0-9 _ . -, but not "." or "..": those are dot
 # segments, which URL handling collapses (/counters/./next arrives as
@@ -19,6 +19,9 @@ NAME_PATTERN = (
 )
 NAME_RULE = "1-128 characters of A-Z, a-z, 0-9, '_', '.' or '-', and not '.' or '..'"
 _NAME_RE = re.compile(NAME_PATTERN)
+
+# The largest page of GET /admin/counters.
+LIST_LIMIT_MAX = 1000
 
 # The largest integer a JavaScript client can hold exactly; the default ceiling.
 DEFAULT_MAX_ID = 2**53 - 1
