@@ -48,7 +48,14 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def cluster(servers: int = 2, faults: dict[str, float] | None = None, seed: int = 1) -> Iterator[Cluster]:
+def cluster(
+    servers: int = 2,
+    faults: dict[str, float] | None = None,
+    seed: int = 1,
+    item_write_limit: int | None = None,
+) -> Iterator[Cluster]:
+    """``item_write_limit``: writes/s per item the shared DynamoDB takes once
+    the servers are up (None: no limit)."""
     dynamodb = EmbeddedDynamoDB().start()
     proxy = FaultProxy(dynamodb.endpoint, rates=faults, seed=seed) if faults is not None else None
     endpoint = dynamodb.endpoint
@@ -64,6 +71,7 @@ def cluster(servers: int = 2, faults: dict[str, float] | None = None, seed: int 
         for thread in threads:
             thread.join()
         assert all(server.url for server in started), "a dev server did not start"
+        dynamodb.limit_item_writes(item_write_limit)
         if proxy is not None:
             proxy.enabled = True
         yield Cluster(dynamodb, proxy, started)

@@ -1,0 +1,113 @@
+"""A hot counter against a per-item write budget, for real but small: the
+embedded DynamoDB takes a few dozen writes/s per item (AWS takes about 1,000
+per item), and several dev servers stand for several Lambda environments."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import requests
+
+from devserver.process import DevServer, run_devserver
+from idblocks import HttpBackend, RetryPolicy, Sequence
+from tests.support.cluster import cluster
+
+WRITES_PER_SECOND = 20
+SERVERS = 4
+THREADS_PER_SERVER = 3
+IDS_PER_THREAD = 25
+
+
+def _run_threads(target, urls):
+    threads = [
+        threading.Thread(target=target, args=(url,), daemon=True)
+        for url in urls
+        for _ in range(THREADS_PER_SERVER)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert not any(thread.is_alive() for thread in threads)
+
+
+def test_uncached_next_on_a_hot_key_answers_503_with_retry_after_and_no_duplicate():
+    """Many threads calling `next` on one counter, one item write per ID, go
+    past the item's budget: DynamoDB's throttling reaches the caller as a 503
+    with Retry-After once the function's retries are spent, and every ID that
+    was answered is distinct."""
+    ids: list[int] = []
+    refused: list[requests.Response] = []
+    lock = threading.Lock()
+    with cluster(servers=SERVERS, item_write_limit=WRITES_PER_SECOND) as hot:
+
+        def caller(url: str) -> None:
+            with requests.Session() as session:
+                for _ in range(IDS_PER_THREAD):
+                    response = session.post(f"{url}/counters/hot/next", timeout=60)
+                    with lock:
+                        if response.status_code == 200:
+                            ids.append(response.json()["id"])
+                        else:
+                            refused.append(response)
+
+        _run_threads(caller, hot.urls)
+        throttled_writes = hot.dynamodb.write_limit.throttled
+        high_water = hot.high_water("hot")
+    assert refused, "no request was turned away: the budget did not bite"
+    assert {response.status_code for response in refused} == {503}
+    assert all(int(response.headers["Retry-After"]) >= 1 for response in refused)
+    assert {response.json()["error"]["code"] for response in refused} == {"service_unavailable"}
+    assert [value for value, seen in Counter(ids).items() if seen > 1] == []
+    assert max(ids) <= high_water
+    assert throttled_writes > 0
+
+
+def test_the_same_load_through_sequence_gets_every_id_without_a_throttle():
+    """The same threads drawing from one Sequence per environment need a
+    handful of block writes, far under the budget: every ID arrives, none
+    twice, with no 503 (the client may not retry one) and no write throttled."""
+    ids: list[int] = []
+    lock = threading.Lock()
+    with cluster(servers=SERVERS, item_write_limit=WRITES_PER_SECOND) as hot:
+        no_retries = RetryPolicy(attempts=1)
+        sequences = {url: Sequence(HttpBackend(url, retry=no_retries), "hot") for url in hot.urls}
+
+        def caller(url: str) -> None:
+            for _ in range(IDS_PER_THREAD):
+                value = sequences[url].next_id()
+                with lock:
+                    ids.append(value)
+
+        _run_threads(caller, hot.urls)
+        for sequence in sequences.values():
+            sequence.close()
+        throttled_writes = hot.dynamodb.write_limit.throttled
+    assert len(ids) == len(set(ids)) == SERVERS * THREADS_PER_SERVER * IDS_PER_THREAD
+    assert throttled_writes == 0
+
+
+def test_the_dev_server_option_throttles_a_hot_item(tmp_path):
+    """`--item-write-limit 1`: back-to-back `next` calls on one counter meet
+    the budget (the service retries them), and the server reports how often
+    it bit when it stops."""
+    with DevServer("--fresh", "--item-write-limit", "1", state_file=tmp_path / "state.json") as dev:
+        answers = [dev.post("/counters/slow/next") for _ in range(4)]
+        dev.stop()
+    ids = [answer.json()["id"] for answer in answers if answer.status_code == 200]
+    assert len(ids) == len(set(ids))
+    assert {answer.status_code for answer in answers} <= {200, 503}
+    [report] = [line for line in dev.output if line.startswith("item writes throttled: ")]
+    assert int(report.split(": ")[1]) >= 1
+
+
+def test_bad_item_write_limits_are_refused():
+    for args, message in (
+        (["--item-write-limit", "0"], "at least 1"),
+        (["--item-write-limit", "lots"], "not a whole number"),
+        (["--item-write-limit", "5", "--dynamodb-endpoint", "http://127.0.0.1:9"], "embedded DynamoDB"),
+    ):
+        result = run_devserver(*args)
+        assert result.returncode == 2, result.stderr
+        assert message in result.stderr
