@@ -266,6 +266,16 @@ def _new_state(first_id: int, max_id: int) -> dict[str, dict[str, str]]:
     return {":hwm": _n(hwm), ":room": _n(max_id - hwm), ":max": _n(max_id), ":now": _s(now_iso())}
 
 
+def _range_left_percent(item: Mapping[str, Any]) -> float | None:
+    """IDs left as a percentage of 1..max (the first ID is not kept, so a
+    counter that started high reads lower than its own range: it alarms early,
+    never late)."""
+    if "max_id" not in item or "room" not in item:
+        return None
+    max_id = int(item["max_id"]["N"])
+    return 100.0 * int(item["room"]["N"]) / max_id if max_id > 0 else 0.0
+
+
 def _to_counter(item: Mapping[str, Any]) -> Counter:
     return Counter(
         name=item["name"]["S"],
@@ -324,11 +334,12 @@ class CounterStore:
                 ":now": _s(now_iso()),
                 ":token": _s(token),
             },
-            ReturnValues="UPDATED_NEW",
+            ReturnValues="ALL_NEW",
         )
         if "failed" not in response:
-            end = int(response["Attributes"]["hwm"]["N"])
-            return Block(end - count + 1, end)
+            written = response["Attributes"]
+            end = int(written["hwm"]["N"])
+            return Block(end - count + 1, end, range_left_percent=_range_left_percent(written))
 
         item = response["failed"]
         if not item:

@@ -14,6 +14,10 @@ class Block:
     # True when this is an earlier allocation's block, answered again to its
     # retry: the IDs were handed out once already and are not counted again.
     replayed: bool = field(default=False, compare=False)
+    # The share of the counter's IDs 1..max not yet handed out after this
+    # block, in percent (None where the write did not say): what an operator's
+    # "counter running low" alarm watches.
+    range_left_percent: float | None = field(default=None, compare=False)
 
     @property
     def count(self) -> int:

@@ -73,7 +73,7 @@ class IdAllocator:
         count = check_count(count, self.max_batch_size)
         if key is None:
             block = self.take_block(name, count)
-            self._count_fresh(route, block)
+            self._count_fresh(route, block, name)
             return block
         request = {"caller": caller, "counter": name, "key": check_idempotency_key(key), "count": count}
         once = self._idempotent_step()
@@ -91,7 +91,7 @@ class IdAllocator:
         the record, answered again to the request's retries."""
         token = allocation_token(request["caller"], request["counter"], request["key"], request["count"])
         block = self.take_block(request["counter"], request["count"], token=token)
-        self._count_fresh(route, block)
+        self._count_fresh(route, block, request["counter"])
         return {"start": block.start, "end": block.end}
 
     def _idempotent_step(self) -> Callable[..., dict[str, int]]:
@@ -111,7 +111,7 @@ class IdAllocator:
         return self._once
 
     @staticmethod
-    def _count_fresh(route: str, block: Block) -> None:
+    def _count_fresh(route: str, block: Block, name: str) -> None:
         """Metrics count IDs really allocated, by route; the counter name
         stays out of the dimensions, where thousands of names would each
         become a billed metric."""
@@ -120,6 +120,13 @@ class IdAllocator:
         metrics.add_dimension(name="route", value=route)
         metrics.add_metric(name="IdsAllocated", unit=MetricUnit.Count, value=block.count)
         metrics.add_metric(name="BlocksAllocated", unit=MetricUnit.Count, value=1)
+        if block.range_left_percent is not None:
+            # One metric for every counter, its minimum alarmed on; the name
+            # rides along in the log line, not as a billed dimension.
+            metrics.add_metric(
+                name="CounterRangeLeftPercent", unit=MetricUnit.Percent, value=block.range_left_percent
+            )
+            metrics.add_metadata(key="counter", value=name)
 
     def take_block(self, name: str, count: int, token: str | None = None) -> Block:
         """Take ``count`` IDs of a checked name and count, creating or
