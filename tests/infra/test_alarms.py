@@ -1,0 +1,89 @@
+"""The operator's alarms, read from what CloudFormation deploys: each watches
+a metric that exists under the names this stack and its code give it."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.sam import translate
+
+ALARMS = {"CountersThrottleAlarm", "Api5xxAlarm", "FunctionErrorsAlarm", "ApiLatencyAlarm", "CounterLowAlarm"}
+TOPIC = "arn:aws:sns:us-east-1:123456789012:idblocks-alarms"
+
+
+def _alarms(cfn):
+    return {
+        logical_id: resource["Properties"]
+        for logical_id, resource in cfn["Resources"].items()
+        if resource["Type"] == "AWS::CloudWatch::Alarm"
+    }
+
+
+def _stats(alarm):
+    """(namespace, metric, dimensions) of every metric an alarm reads."""
+    if "MetricName" in alarm:
+        found = [(alarm["Namespace"], alarm["MetricName"], alarm["Dimensions"])]
+    else:
+        found = [
+            (stat["Metric"]["Namespace"], stat["Metric"]["MetricName"], stat["Metric"]["Dimensions"])
+            for stat in (query["MetricStat"] for query in alarm["Metrics"] if "MetricStat" in query)
+        ]
+    return [(namespace, name, {d["Name"]: d["Value"] for d in dims}) for namespace, name, dims in found]
+
+
+def test_the_stack_has_the_operators_alarms():
+    assert set(_alarms(translate())) == ALARMS
+
+
+def test_throttling_is_watched_on_the_counters_table():
+    [(namespace, metric, dimensions)] = _stats(_alarms(translate())["CountersThrottleAlarm"])
+    assert (namespace, metric, dimensions) == (
+        "AWS/DynamoDB",
+        "WriteThrottleEvents",
+        {"TableName": {"Ref": "CountersTable"}},
+    )
+
+
+def test_api_alarms_name_the_api_as_sam_names_it():
+    """The API Gateway metrics' ApiName dimension is the REST API's name,
+    which SAM takes from the definition's title: the stack name."""
+    cfn = translate(StageName="prod")
+    assert cfn["Resources"]["Api"]["Properties"]["Body"]["info"]["title"] == {"Ref": "AWS::StackName"}
+    alarms = _alarms(cfn)
+    for logical_id, metric in (("Api5xxAlarm", "5XXError"), ("ApiLatencyAlarm", "Latency")):
+        [(namespace, name, dimensions)] = _stats(alarms[logical_id])
+        assert (namespace, name) == ("AWS/ApiGateway", metric)
+        assert dimensions == {"ApiName": {"Ref": "AWS::StackName"}, "Stage": "prod"}
+    assert alarms["ApiLatencyAlarm"]["ExtendedStatistic"] == "p99"
+
+
+def test_function_errors_cover_every_function():
+    stats = _stats(_alarms(translate())["FunctionErrorsAlarm"])
+    assert {(namespace, name) for namespace, name, _ in stats} == {("AWS/Lambda", "Errors")}
+    functions = {dimensions["FunctionName"]["Ref"] for _, _, dimensions in stats}
+    assert functions == {"NextFunction", "BatchFunction", "AdminFunction"}
+
+
+def test_counter_low_reads_the_metric_the_allocations_emit():
+    """Namespace, name and dimensions as the functions emit them (Powertools:
+    its namespace and service variables, and the route dimension), with no
+    per-counter dimension; the threshold is the parameter."""
+    cfn = translate(CounterLowPercent="25")
+    alarm = _alarms(cfn)["CounterLowAlarm"]
+    variables = cfn["Resources"]["NextFunction"]["Properties"]["Environment"]["Variables"]
+    stats = _stats(alarm)
+    assert {(namespace, name) for namespace, name, _ in stats} == {
+        (variables["POWERTOOLS_METRICS_NAMESPACE"], "CounterRangeLeftPercent")
+    }
+    assert [dimensions for _, _, dimensions in stats] == [
+        {"service": variables["POWERTOOLS_SERVICE_NAME"], "route": route} for route in ("next", "batch")
+    ]
+    assert str(alarm["Threshold"]) == "25"
+    assert alarm["ComparisonOperator"] == "LessThanThreshold"
+
+
+@pytest.mark.parametrize(("topic", "actions"), [("", None), (TOPIC, [TOPIC])])
+def test_alarms_notify_the_topic_only_when_one_is_given(topic, actions):
+    for alarm in _alarms(translate(AlarmTopicArn=topic)).values():
+        assert alarm.get("AlarmActions") == actions
+        assert alarm.get("OKActions") == actions
