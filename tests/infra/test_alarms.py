@@ -84,6 +84,8 @@ def test_counter_low_reads_the_metric_the_allocations_emit():
 
 @pytest.mark.parametrize(("topic", "actions"), [("", None), (TOPIC, [TOPIC])])
 def test_alarms_notify_the_topic_only_when_one_is_given(topic, actions):
-    for alarm in _alarms(translate(AlarmTopicArn=topic)).values():
+    alarms = _alarms(translate(AlarmTopicArn=topic))
+    assert set(alarms) == ALARMS
+    for alarm in alarms.values():
         assert alarm.get("AlarmActions") == actions
         assert alarm.get("OKActions") == actions
