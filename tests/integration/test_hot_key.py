@@ -17,6 +17,12 @@ WRITES_PER_SECOND = 20
 SERVERS = 4
 THREADS_PER_SERVER = 3
 IDS_PER_THREAD = 25
+# The shortest timeout the template allows: a throttled request runs out of
+# time for retries sooner, so the budget shows as 503s within a short run.
+SHORT_TIMEOUT = ("--parameter", "FunctionTimeout=3")
+# Enough 503s seen to stop early; each caller stops after MAX_CALLS anyway.
+ENOUGH_REFUSALS = 5
+MAX_CALLS = 60
 
 
 def _run_threads(target, urls):
@@ -35,22 +41,24 @@ def _run_threads(target, urls):
 def test_uncached_next_on_a_hot_key_answers_503_with_retry_after_and_no_duplicate():
     """Many threads calling `next` on one counter, one item write per ID, go
     past the item's budget: DynamoDB's throttling reaches the caller as a 503
-    with Retry-After once the function's retries are spent, and every ID that
+    with Retry-After once the function has no retries or time left, and every ID that
     was answered is distinct."""
     ids: list[int] = []
     refused: list[requests.Response] = []
     lock = threading.Lock()
-    with cluster(servers=SERVERS, item_write_limit=WRITES_PER_SECOND) as hot:
+    with cluster(servers=SERVERS, item_write_limit=WRITES_PER_SECOND, server_args=SHORT_TIMEOUT) as hot:
 
         def caller(url: str) -> None:
             with requests.Session() as session:
-                for _ in range(IDS_PER_THREAD):
+                for _ in range(MAX_CALLS):
                     response = session.post(f"{url}/counters/hot/next", timeout=60)
                     with lock:
                         if response.status_code == 200:
                             ids.append(response.json()["id"])
                         else:
                             refused.append(response)
+                        if len(refused) >= ENOUGH_REFUSALS:
+                            return
 
         _run_threads(caller, hot.urls)
         throttled_writes = hot.dynamodb.write_limit.throttled
@@ -70,7 +78,7 @@ def test_the_same_load_through_sequence_gets_every_id_without_a_throttle():
     twice, with no 503 (the client may not retry one) and no write throttled."""
     ids: list[int] = []
     lock = threading.Lock()
-    with cluster(servers=SERVERS, item_write_limit=WRITES_PER_SECOND) as hot:
+    with cluster(servers=SERVERS, item_write_limit=WRITES_PER_SECOND, server_args=SHORT_TIMEOUT) as hot:
         no_retries = RetryPolicy(attempts=1)
         sequences = {url: Sequence(HttpBackend(url, retry=no_retries), "hot") for url in hot.urls}
 

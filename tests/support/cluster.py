@@ -53,9 +53,11 @@ def cluster(
     faults: dict[str, float] | None = None,
     seed: int = 1,
     item_write_limit: int | None = None,
+    server_args: tuple[str, ...] = (),
 ) -> Iterator[Cluster]:
     """``item_write_limit``: writes/s per item the shared DynamoDB takes once
-    the servers are up (None: no limit)."""
+    the servers are up (None: no limit); ``server_args``: more flags for
+    every dev server."""
     dynamodb = EmbeddedDynamoDB().start()
     proxy = FaultProxy(dynamodb.endpoint, rates=faults, seed=seed) if faults is not None else None
     endpoint = dynamodb.endpoint
@@ -63,7 +65,7 @@ def cluster(
         proxy.__enter__()
         proxy.enabled = False  # not while the servers start and create tables
         endpoint = proxy.url
-    started = [DevServer("--dynamodb-endpoint", endpoint) for _ in range(servers)]
+    started = [DevServer("--dynamodb-endpoint", endpoint, *server_args) for _ in range(servers)]
     threads = [threading.Thread(target=server.start) for server in started]
     try:
         for thread in threads:
