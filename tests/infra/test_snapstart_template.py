@@ -85,4 +85,5 @@ def test_switching_snapstart_publishes_new_versions():
     on without a new version would leave the alias on a version without one."""
     on = version_ids("Enabled", "s3://bucket/layer-aaaa")
     off = version_ids("Disabled", "s3://bucket/layer-aaaa")
+    assert len(on) == len(off) == 3
     assert not on & off
