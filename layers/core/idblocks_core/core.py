@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -48,3 +49,30 @@ def core() -> Core:
 
 def reset_core() -> None:
     core.cache_clear()
+
+
+def reseed_after_restore() -> None:
+    """Give this environment its own randomness after a SnapStart restore.
+
+    Every environment restored from one snapshot starts with the same memory,
+    so the same state of ``random``'s shared generator, which botocore draws
+    its retry jitter from: restored copies would retry DynamoDB in lockstep.
+    IDs and tokens never come from that generator (tokens are uuid4 drawn per
+    request, our own jitter is SystemRandom), and nothing that names an
+    allocation is made at init."""
+    random.seed()
+
+
+def register_restore_hooks() -> bool:
+    """Register with the Lambda runtime's snapshot_restore_py, present in the
+    python3.12+ runtimes and absent elsewhere (tests, the dev server), where
+    there is no snapshot to restore from."""
+    try:
+        from snapshot_restore_py import register_after_restore
+    except ImportError:
+        return False
+    register_after_restore(reseed_after_restore)
+    return True
+
+
+register_restore_hooks()
