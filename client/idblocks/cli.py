@@ -177,7 +177,13 @@ def run(args: argparse.Namespace) -> Any:
         return {"counter": args.name, "id": backend.next(args.name, idempotency_key=args.idempotency_key)}
     if args.command == "batch":
         block = backend.allocate(args.name, args.count, idempotency_key=args.idempotency_key)
-        return {"counter": args.name, "start": block.start, "end": block.end, "count": len(block)}
+        return {
+            "counter": args.name,
+            "start": block.start,
+            "end": block.end,
+            "count": len(block),
+            "step": block.step,
+        }
     if args.command == "create":
         return backend.create(args.name, start=args.start, max_id=args.max)
     if args.command == "get":

@@ -219,3 +219,13 @@ def test_every_argument_has_help_and_every_option_its_default(command, parser):
         assert action.help, f"{command} {action.dest}: no help"
         if action.option_strings:
             assert "default" in action.help, f"{command} {action.option_strings[0]}: no default in its help"
+
+
+def test_batch_prints_the_step(capsys):
+    """A stepped block (RegionCount 3) is printed with its step, so that no
+    one reads start..end as consecutive IDs."""
+    body = {"counter": "orders", "start": 2, "end": 14, "count": 5, "step": 3}
+    with StubServer([(200, {}, body)]) as stub:
+        status, out, _ = run(capsys, "--endpoint", stub.url, "batch", "orders", "5")
+    assert status == 0
+    assert json.loads(out) == body
