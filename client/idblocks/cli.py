@@ -46,7 +46,8 @@ exit status:
   2  bad usage, a request the service refuses (400/422), not authenticated or not
      allowed (401/403), or no AWS credentials or region for --auth iam
   3  no such counter (404)
-  4  conflict (409): the counter exists, is exhausted, or would move back
+  4  conflict (409): the counter exists, is exhausted, would move back, or
+     belongs to another RegionCount/RegionIndex (region_mismatch)
   5  unavailable: throttled, 5xx or unreachable after every retry
 """
 

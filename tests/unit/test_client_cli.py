@@ -125,6 +125,7 @@ def test_a_200_that_is_not_json_is_one_line_and_exit_1(capsys):
         (error(404, "counter_not_found"), 3),
         (error(409, "counter_exhausted"), 4),
         (error(409, "counter_would_move_back"), 4),
+        (error(409, "region_mismatch"), 4),
         (error(501, "not_implemented"), 1),
     ],
 )
