@@ -42,8 +42,9 @@ def _bare_rate(calls: int) -> float:
     return calls / (time.perf_counter() - started)
 
 
-def _sequence_rate(calls: int) -> float:
-    seq = Sequence(MemoryBackend(), "rate", block_size=1_000_000)
+def _sequence_rate(calls: int, step: int = 1) -> float:
+    """``step`` 3: the blocks one region of three hands out."""
+    seq = Sequence(MemoryBackend(step=step), "rate", block_size=1_000_000)
     draw = seq.next_id
     started = time.perf_counter()
     for _ in range(calls):
@@ -79,17 +80,21 @@ def _sequence_rate_threads(calls: int, threads: int) -> float:
 def local_rate() -> dict[str, float]:
     """Interleaved rounds, so the machine's noise hits both sides alike; the
     median round is reported."""
-    bare, ours, ours8 = [], [], []
+    bare, ours, ours3, ours8 = [], [], [], []
     for _ in range(RATE_ROUNDS):
         bare.append(_bare_rate(RATE_CALLS))
         ours.append(_sequence_rate(RATE_CALLS))
+        ours3.append(_sequence_rate(RATE_CALLS, step=3))
         ours8.append(_sequence_rate_threads(RATE_CALLS, 8))
     ratios = [o / b for o, b in zip(ours, bare, strict=True)]
+    ratios3 = [o / b for o, b in zip(ours3, bare, strict=True)]
     return {
         "bare_rate": round(statistics.median(bare)),
         "local_rate_1t": round(statistics.median(ours)),
+        "local_rate_1t_step3": round(statistics.median(ours3)),
         "local_rate_8t": round(statistics.median(ours8)),
         "ratio_to_bare": round(statistics.median(ratios), 3),
+        "ratio_to_bare_step3": round(statistics.median(ratios3), 3),
     }
 
 

@@ -44,7 +44,7 @@ MUTANTS = [
         """        response = self._update(
             Key={"name": _s(name)},
             UpdateExpression=(
-                "ADD #hwm :n, #room :minus_n SET #updated = :now, #token = :token, #alloc_at = :now"
+                "ADD #hwm :span, #room :minus_span SET #updated = :now, #token = :token, #alloc_at = :now"
             ),""",
         """        seen = self._call("get_item", Key={"name": _s(name)}, ConsistentRead=True).get("Item", {})
         import time as _t; _t.sleep(0.005)  # noqa: E702 - widen the window as a busy Lambda would
@@ -52,7 +52,8 @@ MUTANTS = [
         response = self._update(
             Key={"name": _s(name)},
             UpdateExpression=(
-                "SET #hwm = :new_hwm, #updated = :now, #token = :token, #alloc_at = :now ADD #room :minus_n"
+                "SET #hwm = :new_hwm, #updated = :now, #token = :token, #alloc_at = :now"
+                " ADD #room :minus_span"
             ),""",
         ("tests/proof/test_proof_concurrency.py",),
     ),
@@ -60,18 +61,18 @@ MUTANTS = [
         "read-then-write-values",
         "(its companion: the value the read-then-write mutant writes)",
         STORE,
-        """                ":n": _n(count),
-                ":minus_n": _n(-count),""",
-        """                ":n": _n(count),
-                ":new_hwm": _n(base + count),
-                ":minus_n": _n(-count),""",
+        """                ":span": _n(span),
+                ":minus_span": _n(-span),""",
+        """                ":span": _n(span),
+                ":new_hwm": _n(base + span),
+                ":minus_span": _n(-span),""",
         (),
     ),
     Mutant(
         "no-token-recovery",
         "a resent write that finds its own token takes a new block instead of returning its own",
         STORE,
-        "                return Block(hwm - count + 1, hwm, replayed=True)",
+        "                return Block(hwm - span + step, hwm, replayed=True, step=step)",
         "                raise StaleToken",
         (
             "tests/proof/test_proof_faults.py::test_lost_dynamodb_answers_cost_nothing_without_a_key",
@@ -98,8 +99,8 @@ MUTANTS = [
         "move-back",
         "PUT may move a counter back",
         STORE,
-        'ConditionExpression=f"{_LIVE} AND #hwm <= :hwm AND #max >= :hwm",',
-        'ConditionExpression=f"{_LIVE} AND #max >= :hwm",',
+        'ConditionExpression=f"{_LIVE} AND {self._in_region} AND #hwm <= :hwm AND #max >= :hwm",',
+        'ConditionExpression=f"{_LIVE} AND {self._in_region} AND #max >= :hwm",',
         (
             "tests/proof/test_proof_admin_safety.py",
             "tests/proof/test_proof_core_properties.py::TestCounterMachine",

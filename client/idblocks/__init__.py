@@ -6,7 +6,10 @@ out from memory.
     backend = HttpBackend("https://abc123.execute-api.eu-west-1.amazonaws.com/v1", auth=IamAuth())
     with Sequence(backend, "orders") as orders:
         order_id = orders.next_id()
-        line_ids = orders.take(20)   # a range of 20 consecutive IDs
+        line_ids = orders.take(20)   # a range of 20 IDs, step apart (1 in one region)
+
+With several regions (RegionCount K), FailoverBackend moves from one regional
+endpoint to the next when one is unavailable.
 """
 
 from idblocks.backend import ApiKeyAuth, Backend, Block, HttpBackend, IamAuth, NoAuth, check_name
@@ -25,6 +28,7 @@ from idblocks.errors import (
     ServiceUnavailable,
     UnexpectedResponse,
 )
+from idblocks.failover import FailoverBackend
 from idblocks.retry import RetryPolicy
 from idblocks.sequence import Sequence
 
@@ -36,6 +40,7 @@ __all__ = [
     "Conflict",
     "CounterExhausted",
     "CounterNotFound",
+    "FailoverBackend",
     "HttpBackend",
     "IamAuth",
     "IdBlocksError",

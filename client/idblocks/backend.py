@@ -41,16 +41,19 @@ USER_AGENT = "idblocks-client/0.1"
 
 @dataclass(frozen=True)
 class Block:
-    """IDs ``start`` to ``end``, both included."""
+    """IDs ``start``, ``start + step``, ... up to ``end``, both included.
+    ``step`` is the service's RegionCount: 1 (consecutive IDs) in a single
+    region, K when K regions each hand out their own residue modulo K."""
 
     start: int
     end: int
+    step: int = 1
 
     def __len__(self) -> int:
-        return self.end - self.start + 1
+        return (self.end - self.start) // self.step + 1
 
     def ids(self) -> range:
-        return range(self.start, self.end + 1)
+        return range(self.start, self.end + 1, self.step)
 
 
 class Backend(Protocol):
@@ -204,9 +207,15 @@ class HttpBackend:
         path = f"/counters/{_name(counter)}/batch"
         body = self.request("POST", path, {"count": count}, idempotency_key=idempotency_key or new_key())
         start, end = _int_field(body, "start", path), _int_field(body, "end", path)
+        # A service from before regions existed sends no step: its blocks are consecutive.
+        step = _int_field(body, "step", path) if "step" in body else 1
         if end < start:
             raise UnexpectedResponse(f"POST {path} answered the empty block [{start}, {end}]")
-        return Block(start, end)
+        if step < 1 or (end - start) % step:
+            raise UnexpectedResponse(
+                f"POST {path} answered a block [{start}, {end}] that step {step} does not fit"
+            )
+        return Block(start, end, step)
 
     def next(self, counter: str, *, idempotency_key: str | None = None) -> int:
         path = f"/counters/{_name(counter)}/next"

@@ -46,7 +46,8 @@ exit status:
   2  bad usage, a request the service refuses (400/422), not authenticated or not
      allowed (401/403), or no AWS credentials or region for --auth iam
   3  no such counter (404)
-  4  conflict (409): the counter exists, is exhausted, or would move back
+  4  conflict (409): the counter exists, is exhausted, would move back, or
+     belongs to another RegionCount/RegionIndex (region_mismatch)
   5  unavailable: throttled, 5xx or unreachable after every retry
 """
 
@@ -177,7 +178,13 @@ def run(args: argparse.Namespace) -> Any:
         return {"counter": args.name, "id": backend.next(args.name, idempotency_key=args.idempotency_key)}
     if args.command == "batch":
         block = backend.allocate(args.name, args.count, idempotency_key=args.idempotency_key)
-        return {"counter": args.name, "start": block.start, "end": block.end, "count": len(block)}
+        return {
+            "counter": args.name,
+            "start": block.start,
+            "end": block.end,
+            "count": len(block),
+            "step": block.step,
+        }
     if args.command == "create":
         return backend.create(args.name, start=args.start, max_id=args.max)
     if args.command == "get":

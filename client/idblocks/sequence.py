@@ -55,6 +55,17 @@ from idblocks.errors import (
 _EXHAUSTED: Iterator[int] = iter(())
 _EMPTY = range(0)
 
+
+def _after(ids: range) -> int:
+    """The ID a block continuing ``ids`` would start with (its step apart)."""
+    return ids.start + len(ids) * ids.step
+
+
+def _joined(first: range, then: range) -> range:
+    """``first`` and ``then``, which continues it, as one range."""
+    return range(first.start, _after(then), first.step)
+
+
 # The service's default MaxBatchSize.
 DEFAULT_MAX_BATCH = 1_000_000
 
@@ -300,14 +311,14 @@ class Sequence:
                 # iterator and waits for the lock.
                 self._ids = _EXHAUSTED
                 current = self._left_in_segment()
-                held = current if self._rest is None else range(current.start, self._rest.stop)
+                held = current if self._rest is None else _joined(current, self._rest)
                 # Blocks that continue this one (usual when one client uses a
                 # counter) make one run with it.
                 joined = 0
                 for block in self._ready:
-                    if len(held) >= n or block.start != held.stop:
+                    if len(held) >= n or block.start != _after(held) or block.step != held.step:
                         break
-                    held = range(held.start, block.stop)
+                    held = _joined(held, block)
                     joined += 1
                 if len(held) >= n:
                     for _ in range(joined):
@@ -324,7 +335,7 @@ class Sequence:
                 # Everything held below that block is passed over, so that
                 # nothing handed out after this range lies under it.
                 self._skipped += len(held) + sum(len(self._ready[i]) for i in range(joined, big))
-                self._activate(range(held.stop, held.stop))
+                self._activate(_EMPTY)
                 self._rest = None
                 self._finish_block()
                 for _ in range(big):
@@ -336,7 +347,7 @@ class Sequence:
         the rest stays to be drawn."""
         taken, left = held[:n], held[n:]
         if self._rest is not None and left.start < self._rest.start:
-            self._activate(range(left.start, self._rest.start))
+            self._activate(range(left.start, self._rest.start, left.step))
         else:
             self._rest = None
             self._activate(left)
@@ -347,7 +358,7 @@ class Sequence:
 
     def _left_in_segment(self) -> range:
         remaining = self._position.__length_hint__()
-        return range(self._segment.stop - remaining, self._segment.stop)
+        return self._segment[len(self._segment) - remaining :]
 
     def _activate(self, segment: range) -> None:
         if segment.stop <= sys.maxsize:
@@ -357,7 +368,7 @@ class Sequence:
             # are no longer one atomic step; offsets from the start are.
             offsets = iter(range(len(segment)))
             self._position = offsets
-            self._ids = map(segment.start.__add__, offsets)
+            self._ids = map(segment.start.__add__ if segment.step == 1 else segment.__getitem__, offsets)
         self._segment = segment
 
     def _advance(self, deadline: float) -> None:
@@ -388,11 +399,11 @@ class Sequence:
         tail = math.ceil(len(ids) * self.prefetch_at)
         if self.sizer.rate and self._latency:
             tail = max(tail, math.ceil(self.sizer.rate * self._latency * 2))
-        split = ids.stop - min(tail, len(ids))
+        split = len(ids) - min(tail, len(ids))
         self._block, self._block_started = ids, self.clock()
-        if self.prefetch and split > ids.start:
-            self._activate(range(ids.start, split))
-            self._rest = range(split, ids.stop)
+        if self.prefetch and split > 0:
+            self._activate(ids[:split])
+            self._rest = ids[split:]
         else:
             self._activate(ids)
             self._rest = None

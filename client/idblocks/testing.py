@@ -26,9 +26,13 @@ class MemoryBackend:
         start: int = 1,
         max_id: int = 2**53 - 1,
         max_batch: int = 1_000_000,
+        step: int = 1,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        """``step`` > 1 hands out every step-th ID from ``start``, as one
+        region of ``step`` does."""
         self.latency = latency
+        self.step = step
         self.max_batch = max_batch
         self._sleep = sleep
         self._next = start
@@ -66,10 +70,11 @@ class MemoryBackend:
                 if first_count != count:
                     raise InvalidRequest(422, "idempotency_key_reused", "key reused with a different count")
             else:
-                if self._next + count - 1 > self._max:
+                last = self._next + (count - 1) * self.step
+                if last > self._max:
                     raise CounterExhausted(409, "counter_exhausted", f"counter '{counter}' is exhausted")
-                block = Block(self._next, self._next + count - 1)
-                self._next += count
+                block = Block(self._next, last, self.step)
+                self._next = last + self.step
                 self._by_key[idempotency_key] = (count, block)
                 self.blocks.append(block)
             if fault == LOST_RESPONSE:

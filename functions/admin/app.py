@@ -16,13 +16,8 @@ from idblocks_core.observability import logger, tracer
 
 app = http.new_resolver()
 CREATE_ERRORS = ("invalid_name", "invalid_start", "invalid_max", "counter_exists", "below_high_water_mark")
-SET_ERRORS = (
-    "invalid_name",
-    "invalid_next",
-    "counter_not_found",
-    "counter_would_move_back",
-    "next_beyond_max",
-)
+SET_CONFLICTS = ("counter_would_move_back", "region_mismatch", "next_beyond_max")
+SET_ERRORS = ("invalid_name", "invalid_next", "counter_not_found", *SET_CONFLICTS)
 
 
 @app.post(

@@ -30,7 +30,8 @@ def batch(
         invocation=app.lambda_context,
     )
     return http.json_response(
-        200, BatchResult(counter=name, start=block.start, end=block.end, count=block.count)
+        200,
+        BatchResult(counter=name, start=block.start, end=block.end, count=block.count, step=block.step),
     )
 
 

@@ -29,7 +29,7 @@ def test_next_and_batch_answer_their_documented_shapes(target, created):
     assert_no_store(first)
     block = target.call("POST", f"/counters/{created}/batch", {"count": 5})
     assert block.status_code == 200, block.text
-    assert block.json() == {"counter": created, "start": 2, "end": 6, "count": 5}
+    assert block.json() == {"counter": created, "start": 2, "end": 6, "count": 5, "step": 1}
     assert_no_store(block)
 
 

@@ -250,3 +250,23 @@ def test_an_unknown_route_keeps_api_gateways_403():
     response = body["x-amazon-apigateway-gateway-responses"]["MISSING_AUTHENTICATION_TOKEN"]
     assert response.get("statusCode") in (None, "403")
     assert ERROR_CODES["unknown_route_or_unsigned"].status == 403
+
+
+@pytest.mark.parametrize(
+    ("overrides", "count", "index"), [({}, "1", "0"), ({"RegionCount": "3", "RegionIndex": "2"}, "3", "2")]
+)
+def test_region_count_and_index_reach_every_function(overrides, count, index):
+    """K = 1 by default (a single region, as before); K = 3 with index 2
+    reaches all three functions and builds a core that hands out residue 2."""
+    from idblocks_core.core import build_core
+    from localrun.tables import TABLE_NAMES
+    from localrun.template import Template
+
+    template = Template(parameter_overrides=overrides)
+    params = template.raw["Parameters"]
+    assert (params["RegionCount"]["Default"], params["RegionIndex"]["Default"]) == (1, 0)
+    for function in ("NextFunction", "BatchFunction", "AdminFunction"):
+        env = template.environment(function, TABLE_NAMES)
+        assert (env["REGION_COUNT"], env["REGION_INDEX"]) == (count, index)
+    store = build_core(template.environment("BatchFunction", TABLE_NAMES)).store
+    assert (store.step, store.residue) == (int(count), int(index))

@@ -117,7 +117,7 @@ def test_cli_covers_every_route(dev):
     assert json.loads(cli(dev, "create", "cli-c", "--start", "100").stdout)["next"] == 100
     assert json.loads(cli(dev, "next", "cli-c").stdout) == {"counter": "cli-c", "id": 100}
     assert json.loads(cli(dev, "batch", "cli-c", "10").stdout) == {
-        "counter": "cli-c", "start": 101, "end": 110, "count": 10,
+        "counter": "cli-c", "start": 101, "end": 110, "count": 10, "step": 1,
     }  # fmt: skip
     assert json.loads(cli(dev, "get", "cli-c").stdout)["next"] == 111
     assert json.loads(cli(dev, "set", "cli-c", "500").stdout)["next"] == 500

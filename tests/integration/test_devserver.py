@@ -31,7 +31,7 @@ def test_every_route_over_http_then_a_restart_carries_on(state_file):
         batch = dev.post("/counters/orders/batch", {"count": 100})
         assert (batch.status_code, batch.json()) == (
             200,
-            {"counter": "orders", "start": 3, "end": 102, "count": 100},
+            {"counter": "orders", "start": 3, "end": 102, "count": 100, "step": 1},
         )
         assert batch.headers["Cache-Control"] == "no-store"
 

@@ -6,7 +6,7 @@ import pytest
 
 from idblocks_core.domain.rules import DEFAULT_MAX_ID, LIMIT_MAX_ID
 
-COUNTER_FIELDS = {"name", "next", "exhausted", "max", "created_at", "updated_at"}
+COUNTER_FIELDS = {"name", "next", "exhausted", "max", "step", "residue", "created_at", "updated_at"}
 NAME_RULE = "counter name must be 1-128 characters of A-Z, a-z, 0-9, '_', '.' or '-', and not '.' or '..'"
 ANY_ID = f"an integer from 1 to {LIMIT_MAX_ID}"
 

@@ -33,8 +33,8 @@ def test_batch_hands_out_adjacent_inclusive_ranges(api):
     two = api.call("batch", name="orders", body={"count": 5})
     after = api.call("next-post", name="orders")
     assert one.status == 200
-    assert one.body == {"counter": "orders", "start": 1, "end": 100, "count": 100}
-    assert two.body == {"counter": "orders", "start": 101, "end": 105, "count": 5}
+    assert one.body == {"counter": "orders", "start": 1, "end": 100, "count": 100, "step": 1}
+    assert two.body == {"counter": "orders", "start": 101, "end": 105, "count": 5, "step": 1}
     assert after.body["id"] == 106
     assert one.headers["Cache-Control"] == "no-store"
 

@@ -125,6 +125,7 @@ def test_a_200_that_is_not_json_is_one_line_and_exit_1(capsys):
         (error(404, "counter_not_found"), 3),
         (error(409, "counter_exhausted"), 4),
         (error(409, "counter_would_move_back"), 4),
+        (error(409, "region_mismatch"), 4),
         (error(501, "not_implemented"), 1),
     ],
 )
@@ -219,3 +220,13 @@ def test_every_argument_has_help_and_every_option_its_default(command, parser):
         assert action.help, f"{command} {action.dest}: no help"
         if action.option_strings:
             assert "default" in action.help, f"{command} {action.option_strings[0]}: no default in its help"
+
+
+def test_batch_prints_the_step(capsys):
+    """A stepped block (RegionCount 3) is printed with its step, so that no
+    one reads start..end as consecutive IDs."""
+    body = {"counter": "orders", "start": 2, "end": 14, "count": 5, "step": 3}
+    with StubServer([(200, {}, body)]) as stub:
+        status, out, _ = run(capsys, "--endpoint", stub.url, "batch", "orders", "5")
+    assert status == 0
+    assert json.loads(out) == body

@@ -77,8 +77,8 @@ def test_allocation_is_one_conditional_update(store, core, monkeypatch):
     monkeypatch.setattr(store.client, "get_item", lambda **_: pytest.fail("allocation must not read first"))
     assert store.reserve_block("orders", 10, "t1", WINDOW) == Block(1, 10)
     (call,) = calls
-    assert call["UpdateExpression"].startswith("ADD #hwm :n, #room :minus_n")
-    assert "#room >= :n" in call["ConditionExpression"]
+    assert call["UpdateExpression"].startswith("ADD #hwm :span, #room :minus_span")
+    assert "#room >= :span" in call["ConditionExpression"]
 
 
 def test_room_tracks_max_minus_hwm(store, core, dynamodb):

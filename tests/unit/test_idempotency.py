@@ -18,7 +18,7 @@ def test_retry_with_the_same_key_gets_the_identical_response(api):
     first = api.call("batch", name="orders", body={"count": 10}, headers=KEY)
     retry = api.call("batch", name="orders", body={"count": 10}, headers=KEY)
     assert first.status == retry.status == 200
-    assert retry.body == first.body == {"counter": "orders", "start": 1, "end": 10, "count": 10}
+    assert retry.body == first.body == {"counter": "orders", "start": 1, "end": 10, "count": 10, "step": 1}
     assert retry.raw["body"] == first.raw["body"]
     # the retry took nothing: the next block starts right after the first
     assert api.call("batch", name="orders", body={"count": 1}).body["start"] == 11

@@ -31,7 +31,7 @@ class Core:
 
 def build_core(env: Mapping[str, str] | None = None) -> Core:
     settings = Settings.from_env(os.environ if env is None else env)
-    store = CounterStore(settings.counters_table)
+    store = CounterStore(settings.counters_table, step=settings.region_count, residue=settings.region_index)
     allocator = IdAllocator(
         store,
         auto_create=settings.auto_create_counters,

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from idblocks_core.domain.rules import LIMIT_MAX_ID
+from idblocks_core.domain.rules import LIMIT_MAX_ID, REGION_COUNT_MAX
 
 
 class ConfigurationError(RuntimeError):
@@ -52,6 +52,10 @@ class Settings:
     max_batch_size: int = _from_env("MAX_BATCH_SIZE", _integer(1, LIMIT_MAX_ID))
     idempotency_ttl_seconds: int = _from_env("IDEMPOTENCY_TTL_SECONDS", _integer(3600, 366 * 86400))
     allow_get_next: bool = _from_env("ALLOW_GET_NEXT", _boolean)
+    # The stride scheme (docs/global.md): this deployment hands out the IDs
+    # congruent to region_index modulo region_count.
+    region_count: int = _from_env("REGION_COUNT", _integer(1, REGION_COUNT_MAX))
+    region_index: int = _from_env("REGION_INDEX", _integer(0, REGION_COUNT_MAX - 1))
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:
@@ -63,4 +67,10 @@ class Settings:
             if not raw:
                 raise ConfigurationError(f"environment variable {variable} is not set")
             values[spec.name] = spec.metadata["parse"](variable, raw)
+        if values["region_index"] >= values["region_count"]:
+            # Region index K of K would hand out residue 0, region 0's IDs.
+            raise ConfigurationError(
+                f"REGION_INDEX must be from 0 to REGION_COUNT - 1 ({values['region_count'] - 1}), "
+                f"not {values['region_index']}"
+            )
         return cls(**values)

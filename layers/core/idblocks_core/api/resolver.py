@@ -107,6 +107,7 @@ ALLOCATION_ERRORS = (
     "invalid_idempotency_key",
     "counter_not_found",
     "counter_exhausted",
+    "region_mismatch",
     "request_in_progress",
     "idempotency_key_reused",
 )

@@ -60,6 +60,10 @@ class BatchResult(BaseModel):
     start: int = Field(description="First ID of the block.")
     end: int = Field(description="Last ID of the block (inclusive).")
     count: int
+    step: int = Field(
+        description="The deployment's RegionCount: the IDs are start + j * step for j from 0 to count - 1 "
+        "(end included). 1 in a single region, where they are consecutive."
+    )
 
 
 class CounterState(BaseModel):
@@ -72,6 +76,10 @@ class CounterState(BaseModel):
         "next and batch answer counter_exhausted."
     )
     max: int = Field(description="The last ID this counter may hand out.")
+    step: int = Field(description="The RegionCount the counter was created with (1: a single region).")
+    residue: int = Field(
+        description="The RegionIndex it was created with: every ID it hands out is residue modulo step."
+    )
     created_at: str
     updated_at: str
 

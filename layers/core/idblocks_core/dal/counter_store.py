@@ -4,9 +4,14 @@
 One item per counter name:
 
     name        S  key
-    hwm         N  high-water mark: the last ID handed out (start - 1 before any)
-    room        N  IDs left: always max_id - hwm, kept in the same writes as hwm
+    hwm         N  high-water mark: the last ID handed out (the first ID less
+                   step before any; it may be 0 or negative)
+    room        N  how far hwm may still move: always max_id - hwm, kept in the
+                   same writes as hwm
     max_id      N  the last ID the counter may hand out
+    step        N  the region count K the counter was created (or revived) with
+    residue     N  the residue it hands out: every ID is residue modulo step
+                   (items written before regions existed have neither: 1 and 0)
     created_at  S  ISO 8601, UTC
     updated_at  S
     deleted_at  S  present once deleted; the item stays so hwm is never lost
@@ -19,11 +24,14 @@ the counter's last write: an admin write in between (PUT, DELETE, revive)
 would otherwise leave an old token looking fresh, and its replay would hand
 out a block the counter has already moved past or no longer owns.
 
-An allocation is one conditional UpdateItem that ADDs n to hwm and -n to room,
-on condition that the counter is live and room >= n. DynamoDB applies each
-item write atomically and in order, so every allocation gets its own range,
-whatever the concurrency. ``room`` exists because a condition cannot do
-arithmetic: ``hwm + n <= max_id`` is written as ``room >= n``.
+An allocation of n IDs is one conditional UpdateItem that ADDs n * step to
+hwm and -n * step to room, on condition that the counter is live, room >=
+n * step and the item's step and residue are the deployment's. DynamoDB
+applies each item write atomically and in order, so every allocation gets its
+own IDs, whatever the concurrency; as hwm starts in the residue and only ever
+moves by multiples of step, every ID stays in it. ``room`` exists because a
+condition cannot do arithmetic: ``hwm + n * step <= max_id`` is written as
+``room >= n * step``.
 
 Every error from DynamoDB leaves here as a domain error (see ``domain_error``).
 """
@@ -56,11 +64,12 @@ from idblocks_core.domain.errors import (
     CounterWouldMoveBack,
     InvalidInput,
     NextBeyondMax,
+    RegionMismatch,
     ServiceUnavailable,
     StoreFailure,
 )
 from idblocks_core.domain.model import Block, Counter
-from idblocks_core.domain.rules import check_name
+from idblocks_core.domain.rules import check_name, first_in_residue
 
 # What bounds a request is the invocation's deadline, not a count of retries.
 # A keyed request makes three DynamoDB calls, five when it creates the
@@ -115,11 +124,16 @@ _NAMES = {
     "#deleted": "deleted_at",
     "#token": "alloc_token",
     "#alloc_at": "alloc_at",
+    "#step": "step",
+    "#residue": "residue",
 }
 _LIVE = "attribute_exists(#hwm) AND attribute_not_exists(#deleted)"
 # A counter's state when it is created (or revived): next ID, max, timestamps.
-_NEW_STATE = "SET #hwm = :hwm, #room = :room, #max = :max, #created = :now, #updated = :now"
-_NEW_STATE_NAMES = ("#hwm", "#room", "#max", "#created", "#updated")
+_NEW_STATE = (
+    "SET #hwm = :hwm, #room = :room, #max = :max, #created = :now, #updated = :now,"
+    " #step = :step, #residue = :residue"
+)
+_NEW_STATE_NAMES = ("#hwm", "#room", "#max", "#created", "#updated", "#step", "#residue")
 # Every write that is not an allocation ends with this (see the module docstring).
 _FORGET_ALLOCATION = "REMOVE #token, #alloc_at"
 _ALLOCATION_NAMES = ("#token", "#alloc_at")
@@ -261,9 +275,12 @@ def _error_code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
-def _new_state(first_id: int, max_id: int) -> dict[str, dict[str, str]]:
-    hwm = first_id - 1
-    return {":hwm": _n(hwm), ":room": _n(max_id - hwm), ":max": _n(max_id), ":now": _s(now_iso())}
+def _region_of(item: Mapping[str, Any]) -> tuple[int, int]:
+    """The step and residue an item was created with; an item from before
+    regions existed belongs to the single region."""
+    if "step" not in item:
+        return 1, 0
+    return int(item["step"]["N"]), int(item["residue"]["N"])
 
 
 def _range_left_percent(item: Mapping[str, Any]) -> float | None:
@@ -277,19 +294,53 @@ def _range_left_percent(item: Mapping[str, Any]) -> float | None:
 
 
 def _to_counter(item: Mapping[str, Any]) -> Counter:
+    step, residue = _region_of(item)
     return Counter(
         name=item["name"]["S"],
-        next=int(item["hwm"]["N"]) + 1,
+        next=int(item["hwm"]["N"]) + step,
         max=int(item["max_id"]["N"]),
         created_at=item["created_at"]["S"],
         updated_at=item["updated_at"]["S"],
+        step=step,
+        residue=residue,
     )
 
 
 class CounterStore:
-    def __init__(self, table_name: str, client: Any = None) -> None:
+    def __init__(self, table_name: str, client: Any = None, *, step: int = 1, residue: int = 0) -> None:
+        """``step`` and ``residue`` are the deployment's RegionCount and
+        RegionIndex: it hands out only IDs congruent to residue modulo step,
+        and only from counters created with the same two."""
+        if step < 1 or not 0 <= residue < step:
+            raise ValueError(f"residue must be from 0 to step - 1, step at least 1: {step=}, {residue=}")
         self.table_name = table_name
         self.client = client if client is not None else new_dynamodb_client()
+        self.step = step
+        self.residue = residue
+        # A counter written before regions existed has neither attribute and
+        # belongs to the single region.
+        same_region = "#step = :step AND #residue = :residue"
+        self._in_region = (
+            f"(attribute_not_exists(#step) OR ({same_region}))" if step == 1 else f"({same_region})"
+        )
+        self._region_values = {":step": _n(step), ":residue": _n(residue)}
+
+    def _new_state(self, first_id: int, max_id: int) -> dict[str, dict[str, str]]:
+        """A counter's values as created (or revived) here: it hands out this
+        deployment's residue, from the first ID of it at or above ``first_id``."""
+        hwm = first_in_residue(first_id, self.step, self.residue) - self.step
+        return {
+            ":hwm": _n(hwm),
+            ":room": _n(max_id - hwm),
+            ":max": _n(max_id),
+            ":now": _s(now_iso()),
+            **self._region_values,
+        }
+
+    def _check_region(self, name: str, item: Mapping[str, Any]) -> None:
+        step, residue = _region_of(item)
+        if (step, residue) != (self.step, self.residue):
+            raise RegionMismatch(name, step, residue, self.step, self.residue)
 
     def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
         """One DynamoDB call; every failure leaves as a domain error."""
@@ -319,27 +370,33 @@ class CounterStore:
         returns the range that write took instead of taking a second one;
         ``replay_window`` bounds how old such a write may be.
         """
+        step = self.step
+        span = count * step
         response = self._update(
             Key={"name": _s(name)},
             UpdateExpression=(
-                "ADD #hwm :n, #room :minus_n SET #updated = :now, #token = :token, #alloc_at = :now"
+                "ADD #hwm :span, #room :minus_span SET #updated = :now, #token = :token, #alloc_at = :now"
             ),
             ConditionExpression=(
-                f"{_LIVE} AND #room >= :n AND (attribute_not_exists(#token) OR #token <> :token)"
+                f"{_LIVE} AND {self._in_region} AND #room >= :span"
+                " AND (attribute_not_exists(#token) OR #token <> :token)"
             ),
-            ExpressionAttributeNames=_names("#hwm", "#room", "#updated", "#deleted", *_ALLOCATION_NAMES),
+            ExpressionAttributeNames=_names(
+                "#hwm", "#room", "#updated", "#deleted", "#step", "#residue", *_ALLOCATION_NAMES
+            ),
             ExpressionAttributeValues={
-                ":n": _n(count),
-                ":minus_n": _n(-count),
+                ":span": _n(span),
+                ":minus_span": _n(-span),
                 ":now": _s(now_iso()),
                 ":token": _s(token),
+                **self._region_values,
             },
             ReturnValues="ALL_NEW",
         )
         if "failed" not in response:
             written = response["Attributes"]
             end = int(written["hwm"]["N"])
-            return Block(end - count + 1, end, range_left_percent=_range_left_percent(written))
+            return Block(end - span + step, end, step=step, range_left_percent=_range_left_percent(written))
 
         item = response["failed"]
         if not item:
@@ -348,15 +405,18 @@ class CounterStore:
         # Deleted first: a deleted counter answers no replay, whatever it carries.
         if "deleted_at" in item:
             raise CounterDeleted(name, hwm)
+        # Before the token: a replay from a counter of another residue would
+        # still hand out IDs this deployment does not own.
+        self._check_region(name, item)
         if item.get("alloc_token", {}).get("S") == token:
             allocated_at = item.get("alloc_at", {}).get("S")
             # An item written before alloc_at existed cannot prove when its
             # token was written: a new block (a gap) is safe, a replay may not be.
             if allocated_at and datetime.now(UTC) - datetime.fromisoformat(allocated_at) <= replay_window:
                 # Our own earlier write: it committed, only its answer was lost.
-                return Block(hwm - count + 1, hwm, replayed=True)
+                return Block(hwm - span + step, hwm, replayed=True, step=step)
             raise StaleToken
-        raise CounterExhausted(name, count, hwm + 1, int(item["max_id"]["N"]))
+        raise CounterExhausted(name, count, hwm + step, int(item["max_id"]["N"]), step)
 
     # -- administration -----------------------------------------------------
 
@@ -368,7 +428,7 @@ class CounterStore:
             UpdateExpression=_NEW_STATE,
             ConditionExpression="attribute_not_exists(#name)",
             ExpressionAttributeNames=_names("#name", *_NEW_STATE_NAMES),
-            ExpressionAttributeValues=_new_state(first_id, max_id),
+            ExpressionAttributeValues=self._new_state(first_id, max_id),
             ReturnValues="ALL_NEW",
         )
         if "failed" in response:
@@ -389,7 +449,7 @@ class CounterStore:
             UpdateExpression=f"{_NEW_STATE} {_FORGET_ALLOCATION}, #deleted",
             ConditionExpression="attribute_exists(#deleted) AND #hwm = :seen",
             ExpressionAttributeNames=_names("#deleted", *_NEW_STATE_NAMES, *_ALLOCATION_NAMES),
-            ExpressionAttributeValues={**_new_state(first_id, max_id), ":seen": _n(seen_hwm)},
+            ExpressionAttributeValues={**self._new_state(first_id, max_id), ":seen": _n(seen_hwm)},
             ReturnValues="ALL_NEW",
         )
         if "failed" in response:
@@ -429,16 +489,17 @@ class CounterStore:
         return counters, encode_cursor(start_key) if start_key else None
 
     def set_next(self, name: str, next_id: int) -> Counter:
-        """Move a counter forward so that it next hands out ``next_id``."""
-        hwm = next_id - 1
+        """Move a counter forward so that it next hands out ``next_id`` (or,
+        with several regions, the first ID of this region's residue from it)."""
+        hwm = first_in_residue(next_id, self.step, self.residue) - self.step
         response = self._update(
             Key={"name": _s(name)},
             UpdateExpression=f"SET #hwm = :hwm, #room = #max - :hwm, #updated = :now {_FORGET_ALLOCATION}",
-            ConditionExpression=f"{_LIVE} AND #hwm <= :hwm AND #max >= :hwm",
+            ConditionExpression=f"{_LIVE} AND {self._in_region} AND #hwm <= :hwm AND #max >= :hwm",
             ExpressionAttributeNames=_names(
-                "#hwm", "#room", "#max", "#updated", "#deleted", *_ALLOCATION_NAMES
+                "#hwm", "#room", "#max", "#updated", "#deleted", "#step", "#residue", *_ALLOCATION_NAMES
             ),
-            ExpressionAttributeValues={":hwm": _n(hwm), ":now": _s(now_iso())},
+            ExpressionAttributeValues={":hwm": _n(hwm), ":now": _s(now_iso()), **self._region_values},
             ReturnValues="ALL_NEW",
         )
         if "failed" not in response:
@@ -446,9 +507,10 @@ class CounterStore:
         item = response["failed"]
         if not item or "deleted_at" in item:
             raise CounterNotFound(name)
+        self._check_region(name, item)
         old_hwm = int(item["hwm"]["N"])
         if old_hwm > hwm:
-            raise CounterWouldMoveBack(name, next_id, old_hwm + 1)
+            raise CounterWouldMoveBack(name, next_id, old_hwm + self.step)
         raise NextBeyondMax(name, next_id, int(item["max_id"]["N"]))
 
     def delete(self, name: str) -> None:

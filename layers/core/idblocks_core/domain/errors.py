@@ -175,6 +175,15 @@ _CATALOGUE = (
         "Give a next of at most max + 1 (max + 1 exhausts the counter).",
     ),
     ErrorCode(
+        "region_mismatch",
+        409,
+        "The counter was created for another region count or region index (the message names both); "
+        f"this deployment hands out no ID of it. {_NOT_CHANGED}",
+        "no",
+        "Fix the deployment's RegionCount/RegionIndex, or move the counter to this region's residue "
+        "(docs/global.md, growing the number of regions).",
+    ),
+    ErrorCode(
         "request_in_progress",
         409,
         "A request with this Idempotency-Key is still running (or its record's in-progress window, "
@@ -310,8 +319,9 @@ class CounterExists(Conflict):
 class CounterExhausted(Conflict):
     code = "counter_exhausted"
 
-    def __init__(self, name: str, count: int, next_id: int, max_id: int) -> None:
-        left = max(0, max_id - next_id + 1)
+    def __init__(self, name: str, count: int, next_id: int, max_id: int, step: int = 1) -> None:
+        # With several regions, only every step-th ID from next is this counter's.
+        left = max(0, (max_id - next_id) // step + 1)
         super().__init__(
             f"counter '{name}' cannot hand out {count} more ID(s): "
             f"next is {next_id}, max is {max_id}, {left} left"
@@ -333,6 +343,19 @@ class NextBeyondMax(Conflict):
     def __init__(self, name: str, requested: int, max_id: int) -> None:
         super().__init__(
             f"counter '{name}' ends at max {max_id}; next can be at most {max_id + 1}, not {requested}"
+        )
+
+
+class RegionMismatch(Conflict):
+    """The counter's item records another region count or residue than the
+    deployment's: allocating would hand out IDs of another region's residue."""
+
+    code = "region_mismatch"
+
+    def __init__(self, name: str, counter_step: int, counter_residue: int, step: int, residue: int) -> None:
+        super().__init__(
+            f"counter '{name}' was created for RegionCount {counter_step}, residue {counter_residue}; "
+            f"this deployment has RegionCount {step}, RegionIndex {residue}"
         )
 
 

@@ -7,13 +7,16 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class Block:
-    """IDs ``start`` to ``end``, both inclusive, handed out to one caller."""
+    """IDs ``start``, ``start + step``, ... up to ``end``, both inclusive,
+    handed out to one caller. ``step`` is the deployment's region count: 1
+    in a single region, where a block is consecutive IDs."""
 
     start: int
     end: int
     # True when this is an earlier allocation's block, answered again to its
     # retry: the IDs were handed out once already and are not counted again.
     replayed: bool = field(default=False, compare=False)
+    step: int = 1
     # The share of the counter's IDs 1..max not yet handed out after this
     # block, in percent (None where the write did not say): what an operator's
     # "counter running low" alarm watches.
@@ -21,16 +24,20 @@ class Block:
 
     @property
     def count(self) -> int:
-        return self.end - self.start + 1
+        return (self.end - self.start) // self.step + 1
 
 
 @dataclass(frozen=True)
 class Counter:
     name: str
-    next: int  # the next ID this counter will hand out; max + 1 once exhausted
+    next: int  # the next ID this counter will hand out; above max once exhausted
     max: int  # the last ID it may hand out
     created_at: str
     updated_at: str
+    # The region count and residue the counter was created (or revived) with:
+    # it hands out only IDs congruent to residue modulo step.
+    step: int = 1
+    residue: int = 0
 
     @property
     def exhausted(self) -> bool:
@@ -44,6 +51,8 @@ class Counter:
             "next": None if self.exhausted else self.next,
             "exhausted": self.exhausted,
             "max": self.max,
+            "step": self.step,
+            "residue": self.residue,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
         }

@@ -88,3 +88,15 @@ def check_limit(limit: object, largest: int) -> int:
     if not _is_int(limit) or not 1 <= limit <= largest:  # type: ignore[operator]
         raise InvalidInput("invalid_limit", f"limit must be an integer from 1 to {largest}")
     return limit  # type: ignore[return-value]
+
+
+# -- regions: the stride scheme ------------------------------------------------
+# A deployment in region i of K hands out only IDs congruent to i modulo K, so
+# K regions never hand out the same ID and never need to talk to each other.
+# K = 1 (residue 0) is every ID, as in a single region.
+REGION_COUNT_MAX = 1000
+
+
+def first_in_residue(at_least: int, step: int, residue: int) -> int:
+    """The smallest ID >= ``at_least`` that is congruent to ``residue`` modulo ``step``."""
+    return at_least + (residue - at_least) % step

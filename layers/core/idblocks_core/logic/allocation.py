@@ -66,7 +66,8 @@ class IdAllocator:
         key: str | None = None,
         invocation: Any = None,
     ) -> Block:
-        """``count`` consecutive IDs of counter ``name`` for ``route``; with a
+        """``count`` IDs of counter ``name`` for ``route``, consecutive in this
+        deployment's residue (``step`` apart); with a
         ``key``, the block an earlier request of the same caller, counter,
         key and count got, if there was one."""
         name = check_name(name)
@@ -84,7 +85,8 @@ class IdAllocator:
 
         with record_errors_as_domain_errors():
             result = once(request=request, route=route)
-        return Block(result["start"], result["end"])
+        # Records written before regions existed have no step: they came from a single region.
+        return Block(result["start"], result["end"], step=result.get("step", 1))
 
     def _hand_out_once(self, request: dict[str, Any], route: str) -> dict[str, int]:
         """Runs only when no record of the request exists: what it returns is
@@ -92,7 +94,7 @@ class IdAllocator:
         token = allocation_token(request["caller"], request["counter"], request["key"], request["count"])
         block = self.take_block(request["counter"], request["count"], token=token)
         self._count_fresh(route, block, request["counter"])
-        return {"start": block.start, "end": block.end}
+        return {"start": block.start, "end": block.end, "step": block.step}
 
     def _idempotent_step(self) -> Callable[..., dict[str, int]]:
         if self._once is None:

@@ -1,0 +1,73 @@
+"""Several regional endpoints of one idblocks deployment set (RegionCount K,
+one stack per region), used as one backend: blocks come from one region until
+it is unavailable, then from the next.
+
+Moving on is safe because each region hands out only its own residue modulo
+K: a request that region A may have applied (its answer lost) and that region
+B then answers costs the IDs of A's block (a gap), never a duplicate.
+
+    from idblocks import FailoverBackend, HttpBackend, IamAuth, Sequence
+
+    backend = FailoverBackend.over(
+        ["https://a1.execute-api.eu-west-1.amazonaws.com/v1", "https://b2.execute-api.us-east-1.amazonaws.com/v1"],
+        auth=IamAuth(),
+    )
+    with Sequence(backend, "orders") as orders:
+        order_id = orders.next_id()
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from idblocks.backend import Backend, Block, HttpBackend
+from idblocks.errors import ServiceUnavailable
+
+
+class FailoverBackend:
+    def __init__(self, backends: Iterable[Backend]) -> None:
+        self.backends = list(backends)
+        if not self.backends:
+            raise ValueError("FailoverBackend needs at least one backend")
+        self._lock = threading.Lock()
+        self._current = 0
+        self.failovers = 0  # how often a request moved on to another region
+
+    @classmethod
+    def over(cls, endpoints: Iterable[str], **http_options: Any) -> FailoverBackend:
+        """One HttpBackend per endpoint, each with ``http_options`` (auth,
+        timeout, retry). Its RetryPolicy's deadline is how long an endpoint
+        is given before the next one is tried."""
+        return cls(HttpBackend(endpoint, **http_options) for endpoint in endpoints)
+
+    @property
+    def current(self) -> Backend:
+        with self._lock:
+            return self.backends[self._current]
+
+    def allocate(self, counter: str, count: int, *, idempotency_key: str) -> Block:
+        """A block from the current region, else from the next ones in turn;
+        ServiceUnavailable once every region has failed this request.
+        Anything else a region answers (exhausted, bad request, a refused
+        region configuration) is raised at once: another region would not
+        make it right."""
+        with self._lock:
+            first = self._current
+        failure: ServiceUnavailable | None = None
+        for offset in range(len(self.backends)):
+            index = (first + offset) % len(self.backends)
+            try:
+                block = self.backends[index].allocate(counter, count, idempotency_key=idempotency_key)
+            except ServiceUnavailable as exc:
+                failure = exc
+                continue
+            if offset:
+                with self._lock:
+                    # Later requests start where this one succeeded.
+                    self._current = index
+                    self.failovers += 1
+            return block
+        assert failure is not None  # the loop ran at least once and every pass failed
+        raise ServiceUnavailable(f"every region is unavailable; the last said: {failure}") from failure
