@@ -144,6 +144,8 @@ def test_every_allowed_name_round_trips_through_the_client(dev, name):
             "next": first + 10,
             "max": created["max"],
             "exhausted": False,
+            "step": 1,
+            "residue": 0,
             "created_at": "",
             "updated_at": "",
         }
