@@ -28,3 +28,12 @@ def without_aws_credentials(monkeypatch: pytest.MonkeyPatch, empty_dir: Path) ->
     monkeypatch.setenv("AWS_CONFIG_FILE", str(empty_dir / "config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(empty_dir / "credentials"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+def credentials_without_region(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Credentials botocore finds, but no region anywhere it looks."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    for var in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")

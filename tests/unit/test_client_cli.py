@@ -11,7 +11,7 @@ import re
 import pytest
 
 from idblocks import cli
-from tests.support.aws_env import without_aws_credentials
+from tests.support.aws_env import credentials_without_region, without_aws_credentials
 from tests.support.stub_http import StubServer
 
 ONE_ID = (200, {}, {"counter": "orders", "id": 7})
@@ -165,11 +165,7 @@ def test_no_aws_credentials_is_one_line_saying_how_to_provide_them(capsys, monke
 
 
 def test_no_region_for_iam_is_one_line_naming_the_option(capsys, monkeypatch):
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
-    for var in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    credentials_without_region(monkeypatch)
     with StubServer([ONE_ID]) as stub:
         status, _, err = run(capsys, "--endpoint", stub.url, "--auth", "iam", "next", "orders")
         assert status == 2

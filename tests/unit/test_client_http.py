@@ -30,7 +30,7 @@ from idblocks import (
 )
 from idblocks.backend import Block
 from idblocks.retry import parse_retry_after
-from tests.support.aws_env import without_aws_credentials
+from tests.support.aws_env import credentials_without_region, without_aws_credentials
 from tests.support.stub_http import DROP, StubServer
 
 BLOCK = (200, {}, {"counter": "orders", "start": 101, "end": 200, "count": 100})
@@ -397,11 +397,7 @@ def test_a_profile_that_does_not_exist_is_missing_credentials(no_aws_credentials
 
 
 def test_no_region_for_the_endpoint_is_refused_when_the_backend_is_made(monkeypatch):
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
-    for var in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    credentials_without_region(monkeypatch)
     with StubServer([BLOCK]) as stub:
         with pytest.raises(MissingRegion, match="--region"):
             HttpBackend(stub.url, auth=IamAuth())
@@ -416,11 +412,7 @@ def test_no_region_for_the_endpoint_is_refused_when_the_backend_is_made(monkeypa
 def test_iam_auth_takes_the_region_from_the_environment(monkeypatch, variable):
     """The region error said "set AWS_REGION", but botocore reads only
     AWS_DEFAULT_REGION: setting AWS_REGION, as Lambda does, did not help."""
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
-    for var in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    credentials_without_region(monkeypatch)
     monkeypatch.setenv(variable, "ap-south-2")
     headers = IamAuth().headers("GET", "http://127.0.0.1:3000/admin/counters", None)
     assert "/ap-south-2/execute-api/" in headers["Authorization"]
