@@ -31,10 +31,9 @@ DEFAULT_STATE = ROOT / ".dev-state" / "dynamodb.json"
 
 
 class _Stop(BaseException):
-    """Raised by the signal handler before the server is up. A BaseException,
-    as KeyboardInterrupt is: the signal can land inside any library call
-    (botocore creating the tables, say), and a library's ``except Exception``
-    would otherwise catch it or wrap it in an error of its own."""
+    """A stop asked for before the server was up, raised on the main thread
+    between two steps of the start (see _Stopper.check). A BaseException, so
+    that no ``except Exception`` on the way out takes it for an error."""
 
 
 def fail(message: str) -> NoReturn:
@@ -146,6 +145,7 @@ def main(argv: list[str] | None = None) -> None:
 def _run(args: argparse.Namespace, stopper: _Stopper) -> None:
     template = read_template(args)
     configure_logging()
+    stopper.check()
     if args.dynamodb_endpoint:
         tables = external_tables(args.dynamodb_endpoint, template)
         if args.create_tables_only:
@@ -157,10 +157,13 @@ def _run(args: argparse.Namespace, stopper: _Stopper) -> None:
         # Held from before the state is read until the process ends: the
         # kernel releases it however the process dies.
         lock = lock_state(args.state_file)
+        stopper.check()
         tables = embedded_tables(args.state_file, args.fresh, template, args.item_write_limit)
     try:
+        stopper.check()
         environment = function_environment(template, TABLE_NAMES, tables.endpoint, tables.credentials)
         runner = build_runner(template, environment, tables.save, args.metrics)
+        stopper.check()
         api, server = start_server(args, template, runner, environment)
         tables.save()  # a fresh start replaces the old state only once the server is up
         url = f"http://{_url_host(args.host)}:{server.server_port}"
@@ -337,10 +340,14 @@ def serve_until_stopped(server: Any, stopper: _Stopper) -> None:
 
 
 class _Stopper:
-    """SIGINT/SIGTERM: before the server is up, abandon the start (nothing is
-    saved yet beyond what a crash would leave); once it serves, ask
-    serve_forever to return after the request in hand, so the last response
-    is saved before the process goes."""
+    """SIGINT/SIGTERM: before the server is up, abandon the start at the next
+    step (nothing is saved yet beyond what a crash would leave); once it
+    serves, ask serve_forever to return after the request in hand, so the
+    last response is saved before the process goes.
+
+    The handler itself only records the request. Raising from it would throw
+    into whatever the main thread was running, a finalizer included, where
+    Python can only print the exception and carry on starting."""
 
     def __init__(self) -> None:
         self._server: Any = None
@@ -355,9 +362,13 @@ class _Stopper:
         if self._stopping:
             return
         self._stopping = True
-        if self._server is None:
+        if self._server is not None:
+            self._shut_down()
+
+    def check(self) -> None:
+        """Between two steps of the start: abandon it if a stop was asked for."""
+        if self._stopping:
             raise _Stop
-        self._shut_down()
 
     def _shut_down(self) -> None:
         # shutdown() waits for serve_forever, which runs on this (the main)
