@@ -47,6 +47,7 @@ _CATALOGUE = (
     _bad_field("start", "an integer from 1 to 2^63-1, not above max"),
     _bad_field("max", "an integer from 1 to 2^63-1"),
     _bad_field("next", "an integer from 1 to 2^63 (max + 1 exhausts the counter)"),
+    _bad_field("cache", "an integer from 1 to 1,000,000"),
     _bad_field("limit", "an integer from 1 to 1000"),
     _bad_field("Idempotency-Key", "1-128 printable ASCII characters without spaces"),
     ErrorCode(
