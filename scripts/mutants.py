@@ -24,6 +24,7 @@ from scripts.mutant_verdict import verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 STORE = "layers/core/idblocks_core/dal/counter_store.py"
+NEXT_CACHE = "layers/core/idblocks_core/logic/next_cache.py"
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,46 @@ MUTANTS = [
         (
             "tests/proof/test_proof_faults.py::test_lost_dynamodb_answers_cost_nothing_without_a_key",
             "tests/proof/test_proof_faults.py::test_keyed_requests_lose_nothing_and_repeat_nothing",
+        ),
+    ),
+    Mutant(
+        "next-cache-unlocked",
+        "threads of one environment serve the cached block without its lock: two can get the same ID",
+        NEXT_CACHE,
+        """        with self._locks[hash(name) % _LOCK_STRIPES]:
+            # Read after the lock""",
+        """        if True:
+            # Read after the lock""",
+        ("tests/unit/test_next_cache.py::test_threads_never_get_the_same_id",),
+    ),
+    Mutant(
+        "next-cache-no-shrink",
+        "near max a cached block is refused whole: the IDs left below max are never handed out",
+        NEXT_CACHE,
+        "                count = refused.left",
+        "                raise",
+        (
+            "tests/unit/test_next_cache.py::test_near_max_the_block_shrinks_so_every_id_is_handed_out",
+            "tests/unit/test_cached_next.py::test_near_max_the_block_shrinks_so_all_ten_ids_are_handed_out",
+        ),
+    ),
+    Mutant(
+        "next-cache-kept-across-fork",
+        "a forked child keeps its parent's cached block and hands out the same IDs",
+        NEXT_CACHE,
+        "os.register_at_fork(after_in_child=forget_all_cached_blocks)",
+        "_ = forget_all_cached_blocks",
+        ("tests/unit/test_next_cache.py::test_a_forked_child_does_not_serve_its_parents_block",),
+    ),
+    Mutant(
+        "next-cache-keyed-replay-held",
+        "a keyed retry finding its first attempt's block holds all of it, which another environment may hold",
+        "layers/core/idblocks_core/logic/allocation.py",
+        "        if block.replayed and token is not None and block.count > 1:",
+        "        if False:",
+        (
+            "tests/unit/test_cached_next.py::"
+            "test_a_keyed_retry_that_finds_its_block_written_elsewhere_serves_only_its_own_id",
         ),
     ),
     Mutant(
