@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from idblocks_core.core import core
+from idblocks_core.core import core, reseed_after_restore
 from idblocks_core.logic.next_cache import NextCache
 from idblocks_core.observability import metrics
 from tests.conftest import TABLE_NAMES, scan_all
@@ -208,3 +208,13 @@ def test_cached_next_reports_ids_from_memory_and_blocks_taken_without_the_name(a
     for line in lines:
         for directive in line["_aws"]["CloudWatchMetrics"]:
             assert all("counter" not in dimensions for dimensions in directive["Dimensions"])
+
+
+def test_a_restored_snapshot_holds_no_cached_block(api):
+    """Every environment restored from one snapshot is a copy of its memory:
+    a block held there would be served by each copy."""
+    api.call("admin-create", body={"name": "members", "cache": 100})
+    assert next_ids(api, "members", 1) == [1]
+    reseed_after_restore()
+    assert core().allocator.next_cache.held("members") == 0
+    assert next_ids(api, "members", 1) == [101]
