@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from botocore.exceptions import ReadTimeoutError
 
 from idblocks_core.core import core, reseed_after_restore
 from idblocks_core.logic.next_cache import NextCache
@@ -218,3 +219,35 @@ def test_a_restored_snapshot_holds_no_cached_block(api):
     reseed_after_restore()
     assert core().allocator.next_cache.held("members") == 0
     assert next_ids(api, "members", 1) == [101]
+
+
+class LosesFirstAllocationAnswer:
+    """A DynamoDB client whose first allocation write is applied but whose
+    answer is lost on the way back, as a timeout after the commit would."""
+
+    def __init__(self, client) -> None:
+        self._client = client
+        self.lost = 0
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+    def update_item(self, **kwargs):
+        answer = self._client.update_item(**kwargs)
+        if "#token" in kwargs.get("ExpressionAttributeNames", {}) and not self.lost:
+            self.lost += 1
+            raise ReadTimeoutError(endpoint_url="http://dynamodb.test")
+        return answer
+
+
+def test_a_cached_block_whose_answer_was_lost_is_recovered_not_taken_twice(api, dynamodb):
+    """The store resends the write; the item bears the write's token, so the
+    resend returns the block the first attempt took (cache_span from the
+    item) instead of taking a second block of 100."""
+    api.call("admin-create", body={"name": "members", "cache": 100})
+    store = core().store
+    lossy = LosesFirstAllocationAnswer(store.client)
+    store.client = lossy
+    assert next_ids(api, "members", 3) == [1, 2, 3]
+    assert lossy.lost == 1
+    assert hwm(dynamodb, "members") == 100
