@@ -224,12 +224,18 @@ class HttpBackend:
 
     # administration ------------------------------------------------------
 
-    def create(self, name: str, *, start: int | None = None, max_id: int | None = None) -> dict[str, Any]:
+    def create(
+        self, name: str, *, start: int | None = None, max_id: int | None = None, cache: int | None = None
+    ) -> dict[str, Any]:
+        """``cache``: how many IDs each service environment takes at a time
+        for next (the service's default is 1, a write per ID)."""
         body: dict[str, Any] = {"name": check_name(name)}
         if start is not None:
             body["start"] = start
         if max_id is not None:
             body["max"] = max_id
+        if cache is not None:
+            body["cache"] = cache
         return _object(self.request("POST", "/admin/counters", body, retry_unknown_outcome=False), "create")
 
     def get(self, name: str) -> dict[str, Any]:
@@ -244,8 +250,16 @@ class HttpBackend:
         return page
 
     def set_next(self, name: str, next_id: int) -> dict[str, Any]:
-        # Raise-only, so repeating it is harmless.
-        return _object(self.request("PUT", f"/admin/counters/{_name(name)}", {"next": next_id}), "set")
+        return self.update(name, next_id=next_id)
+
+    def update(self, name: str, *, next_id: int | None = None, cache: int | None = None) -> dict[str, Any]:
+        """PUT: move next forward, change the cache setting, or both. Service
+        environments holding cached blocks see it once those drain or expire."""
+        body = {k: v for k, v in (("next", next_id), ("cache", cache)) if v is not None}
+        if not body:
+            raise ValueError("update needs next_id, cache or both")
+        # Raise-only or setting a value, so repeating it is harmless.
+        return _object(self.request("PUT", f"/admin/counters/{_name(name)}", body), "update")
 
     def delete(self, name: str) -> None:
         self.request("DELETE", f"/admin/counters/{_name(name)}", retry_unknown_outcome=False)

@@ -4,10 +4,11 @@
 
     next NAME                 one ID
     batch NAME COUNT          a block of COUNT IDs
-    create NAME [--start N] [--max N]
+    create NAME [--start N] [--max N] [--cache N]
     get NAME
     list [--limit N] [--cursor C] [--all]
     set NAME NEXT             move a counter forward
+    update NAME [--next N] [--cache N]
     delete NAME
 
 Every failure is one line on stderr, with the exit status in EXIT_STATUSES.
@@ -138,6 +139,11 @@ def parser() -> argparse.ArgumentParser:
         help="first ID to hand out (default: 1, or above a deleted counter's old IDs)",
     )
     c.add_argument("--max", type=_positive, help="last ID it may hand out (default: 2^53-1)")
+    cache_help = (
+        "IDs each service environment takes at a time for next, 1 to 1,000,000; above 1 next IDs "
+        "are unique but not in order across environments, and unused ones are skipped (default: 1)"
+    )
+    c.add_argument("--cache", type=_positive, help=cache_help)
     c = commands.add_parser("get", help="read a counter")
     c.add_argument("name", help="counter name")
     c = commands.add_parser("list", help="list counters")
@@ -147,6 +153,14 @@ def parser() -> argparse.ArgumentParser:
     c = commands.add_parser("set", help="move a counter forward")
     c.add_argument("name", help="counter name")
     c.add_argument("next", type=_positive, help="the next ID to hand out; never below the current one")
+    c = commands.add_parser("update", help="move a counter forward and/or change its cache setting")
+    c.add_argument("name", help="counter name")
+    c.add_argument(
+        "--next",
+        type=_positive,
+        help="the next ID to hand out; never below the current one (default: unchanged)",
+    )
+    c.add_argument("--cache", type=_positive, help=cache_help.replace("(default: 1)", "(default: unchanged)"))
     c = commands.add_parser("delete", help="delete a counter (its high-water mark is kept)")
     c.add_argument("name", help="counter name")
     return p
@@ -186,7 +200,7 @@ def run(args: argparse.Namespace) -> Any:
             "step": block.step,
         }
     if args.command == "create":
-        return backend.create(args.name, start=args.start, max_id=args.max)
+        return backend.create(args.name, start=args.start, max_id=args.max, cache=args.cache)
     if args.command == "get":
         return backend.get(args.name)
     if args.command == "list":
@@ -200,6 +214,10 @@ def run(args: argparse.Namespace) -> Any:
         return {"counters": counters, "cursor": None}
     if args.command == "set":
         return backend.set_next(args.name, args.next)
+    if args.command == "update":
+        if args.next is None and args.cache is None:
+            _fail(2, "update needs --next, --cache or both")
+        return backend.update(args.name, next_id=args.next, cache=args.cache)
     backend.delete(args.name)
     return {"deleted": args.name}
 

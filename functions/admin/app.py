@@ -17,17 +17,17 @@ from idblocks_core.observability import logger, tracer
 app = http.new_resolver()
 CREATE_ERRORS = ("invalid_name", "invalid_start", "invalid_max", "counter_exists", "below_high_water_mark")
 SET_CONFLICTS = ("counter_would_move_back", "region_mismatch", "next_beyond_max")
-SET_ERRORS = ("invalid_name", "invalid_next", "counter_not_found", *SET_CONFLICTS)
+SET_ERRORS = ("invalid_name", "invalid_next", "invalid_cache", "counter_not_found", *SET_CONFLICTS)
 
 
 @app.post(
     "/admin/counters",
     summary="Create a counter",
-    responses=http.documented(201, CounterState, *CREATE_ERRORS, *http.BODY_ERRORS),
+    responses=http.documented(201, CounterState, *CREATE_ERRORS, "invalid_cache", *http.BODY_ERRORS),
     security=http.ADMIN_SECURITY,
 )
 def create_counter(request: CreateCounterRequest) -> Response[CounterState]:
-    counter = core().admin.create(request.name, request.start, request.max)
+    counter = core().admin.create(request.name, request.start, request.max, request.cache)
     return http.json_response(201, CounterState(**counter.as_dict()))
 
 
@@ -58,12 +58,13 @@ def get_counter(name: http.CounterName) -> Response[CounterState]:
 
 @app.put(
     "/admin/counters/<name>",
-    summary="Move a counter forward (never back)",
+    summary="Move a counter forward (never back), change its cache setting, or both",
     responses=http.documented(200, CounterState, *SET_ERRORS, *http.BODY_ERRORS),
     security=http.ADMIN_SECURITY,
 )
 def set_next(name: http.CounterName, request: SetNextRequest) -> Response[CounterState]:
-    return http.json_response(200, CounterState(**core().admin.set_next(name, request.next).as_dict()))
+    counter = core().admin.update(name, next_id=request.next, cache=request.cache)
+    return http.json_response(200, CounterState(**counter.as_dict()))
 
 
 @app.delete(

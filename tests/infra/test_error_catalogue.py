@@ -168,7 +168,7 @@ def test_every_field_the_resolver_validates_is_refused_in_the_cores_words():
             ref = body.get("schema", {}).get("$ref", "")
             if ref:
                 fields |= set(spec["components"]["schemas"][ref.rsplit("/", 1)[1]]["properties"])
-    assert fields == {"name", "idempotency-key", "count", "start", "max", "next", "limit", "cursor"}
+    assert fields == {"name", "idempotency-key", "count", "start", "max", "next", "cache", "limit", "cursor"}
     assert {field.lower() for field in fields} <= set(http._FIELD_CHECKS)
 
 

@@ -1,6 +1,8 @@
 """A hot counter against a per-item write budget, for real but small: the
 embedded DynamoDB takes a few dozen writes/s per item (AWS takes about 1,000
-per item), and several dev servers stand for several Lambda environments."""
+per item), and several dev servers stand for several Lambda environments.
+The same load meets the budget through uncached `next`, and stays far under
+it through `Sequence` or through `next` with a cache."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ WRITES_PER_SECOND = 20
 SERVERS = 4
 THREADS_PER_SERVER = 3
 IDS_PER_THREAD = 25
+# Two blocks of 100 per server with cache 100: a handful of writes in all.
+CACHED_IDS_PER_THREAD = 50
 # The shortest timeout the template allows: a throttled request runs out of
 # time for retries sooner, so the budget shows as 503s within a short run.
 SHORT_TIMEOUT = ("--parameter", "FunctionTimeout=3")
@@ -94,6 +98,41 @@ def test_the_same_load_through_sequence_gets_every_id_without_a_throttle():
         throttled_writes = hot.dynamodb.write_limit.throttled
     assert len(ids) == len(set(ids)) == SERVERS * THREADS_PER_SERVER * IDS_PER_THREAD
     assert throttled_writes == 0
+
+
+def test_the_same_load_through_cached_next_gets_every_id_without_a_throttle():
+    """The same threads calling `next` on a counter with cache 100: each dev
+    server (an environment) takes a block of 100 in one write and answers
+    from it, its threads sharing the block. Every call is answered, every
+    ID once, and the item's budget is never met."""
+    ids: list[int] = []
+    failed: list[requests.Response] = []
+    lock = threading.Lock()
+    with cluster(servers=SERVERS, item_write_limit=WRITES_PER_SECOND, server_args=SHORT_TIMEOUT) as hot:
+        body = {"name": "hot-cached", "cache": 100}
+        created = requests.post(f"{hot.urls[0]}/admin/counters", json=body, timeout=60)
+        assert (created.status_code, created.json().get("cache")) == (201, 100), created.text
+
+        def caller(url: str) -> None:
+            with requests.Session() as session:
+                for _ in range(CACHED_IDS_PER_THREAD):
+                    response = session.post(f"{url}/counters/hot-cached/next", timeout=60)
+                    with lock:
+                        if response.status_code == 200:
+                            ids.append(response.json()["id"])
+                        else:
+                            failed.append(response)
+
+        _run_threads(caller, hot.urls)
+        throttled_writes = hot.dynamodb.write_limit.throttled
+        high_water = hot.high_water("hot-cached")
+    assert [(response.status_code, response.text) for response in failed] == []
+    assert [value for value, seen in Counter(ids).items() if seen > 1] == []
+    assert len(ids) == SERVERS * THREADS_PER_SERVER * CACHED_IDS_PER_THREAD
+    assert throttled_writes == 0
+    # Whole blocks of 100 were written: two per server, none wasted on IDs
+    # from another block.
+    assert high_water == 100 * SERVERS * -(-THREADS_PER_SERVER * CACHED_IDS_PER_THREAD // 100)
 
 
 def test_the_dev_server_option_throttles_a_hot_item(tmp_path):

@@ -6,7 +6,7 @@ import pytest
 
 from idblocks_core.domain.rules import DEFAULT_MAX_ID, LIMIT_MAX_ID
 
-COUNTER_FIELDS = {"name", "next", "exhausted", "max", "step", "residue", "created_at", "updated_at"}
+COUNTER_FIELDS = {"name", "next", "exhausted", "max", "step", "residue", "cache", "created_at", "updated_at"}
 NAME_RULE = "counter name must be 1-128 characters of A-Z, a-z, 0-9, '_', '.' or '-', and not '.' or '..'"
 ANY_ID = f"an integer from 1 to {LIMIT_MAX_ID}"
 
@@ -185,8 +185,12 @@ def test_set_unknown_is_404_and_creates_nothing(api, table_snapshot):
 @pytest.mark.parametrize(
     ("body", "code"),
     [
-        ({}, "invalid_next"),
+        ({}, "invalid_body"),
         ({"next": 0}, "invalid_next"),
+        ({"cache": 0}, "invalid_cache"),
+        ({"cache": 1_000_001}, "invalid_cache"),
+        ({"cache": "5"}, "invalid_cache"),
+        ({"next": 5000, "cache": 0}, "invalid_cache"),
         ({"next": "5"}, "invalid_next"),
         ({"next": LIMIT_MAX_ID + 2}, "invalid_next"),
         ({"next": 5, "max": 9}, "invalid_body"),
@@ -253,7 +257,19 @@ def test_deleted_counter_is_404_for_next_when_auto_create_is_off(api, lambda_env
         ("admin-create", {"body": {"name": "x", "start": 0}}, "invalid_start", f"start must be {ANY_ID}"),
         ("admin-create", {"body": {"name": "x", "start": "1"}}, "invalid_start", f"start must be {ANY_ID}"),
         ("admin-create", {"body": {"name": "x", "max": True}}, "invalid_max", f"max must be {ANY_ID}"),
-        ("admin-set", {"body": {}}, "invalid_next", f"next must be an integer from 1 to {LIMIT_MAX_ID + 1}"),
+        ("admin-set", {"body": {}}, "invalid_body", "request body must give next, cache or both"),
+        (
+            "admin-set",
+            {"body": {"cache": 0}},
+            "invalid_cache",
+            "cache must be an integer from 1 to 1,000,000",
+        ),
+        (
+            "admin-create",
+            {"body": {"name": "x", "cache": True}},
+            "invalid_cache",
+            "cache must be an integer from 1 to 1,000,000",
+        ),
         (
             "admin-set",
             {"body": {"next": 0}},

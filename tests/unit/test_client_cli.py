@@ -226,3 +226,37 @@ def test_batch_prints_the_step(capsys):
         status, out, _ = run(capsys, "--endpoint", stub.url, "batch", "orders", "5")
     assert status == 0
     assert json.loads(out) == body
+
+
+STATE = (200, {}, {"name": "orders", "next": 1, "max": 9, "cache": 100})
+
+
+def test_create_sends_the_cache_setting(capsys):
+    with StubServer([(201, {}, STATE[2])]) as stub:
+        status, out, _ = run(capsys, "--endpoint", stub.url, "create", "orders", "--cache", "100")
+    assert (status, json.loads(out)["cache"]) == (0, 100)
+    assert json.loads(stub.requests[0]["body"]) == {"name": "orders", "cache": 100}
+
+
+@pytest.mark.parametrize(
+    ("options", "body"),
+    [
+        (["--cache", "100"], {"cache": 100}),
+        (["--next", "5"], {"next": 5}),
+        (["--next", "5", "--cache", "1"], {"next": 5, "cache": 1}),
+    ],
+)
+def test_update_puts_next_cache_or_both(capsys, options, body):
+    with StubServer([STATE]) as stub:
+        status, _, _ = run(capsys, "--endpoint", stub.url, "update", "orders", *options)
+    assert status == 0
+    assert (stub.requests[0]["method"], stub.requests[0]["path"]) == ("PUT", "/admin/counters/orders")
+    assert json.loads(stub.requests[0]["body"]) == body
+
+
+def test_update_without_a_change_is_bad_usage_and_sends_nothing(capsys):
+    with StubServer([STATE]) as stub:
+        status, _, err = run(capsys, "--endpoint", stub.url, "update", "orders")
+    assert status == 2
+    assert_one_line(err)
+    assert stub.requests == []

@@ -14,6 +14,7 @@ from datetime import timedelta
 from idblocks_core.dal.counter_store import CounterStore, deadline
 from idblocks_core.logic.admin import CounterAdmin
 from idblocks_core.logic.allocation import IdAllocator
+from idblocks_core.logic.next_cache import forget_all_cached_blocks
 from idblocks_core.settings import Settings
 
 # The handlers enter it around each invocation, so that every DynamoDB call
@@ -61,6 +62,9 @@ def reseed_after_restore() -> None:
     request, our own jitter is SystemRandom), and nothing that names an
     allocation is made at init."""
     random.seed()
+    # No block is taken at init, so a snapshot holds none; should one ever
+    # be, every restored copy would serve the same IDs from it.
+    forget_all_cached_blocks()
 
 
 def register_restore_hooks() -> bool:

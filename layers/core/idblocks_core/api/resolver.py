@@ -32,6 +32,7 @@ from idblocks_core.domain.rules import (
     LIMIT_MAX_ID,
     LIST_LIMIT_MAX,
     NAME_PATTERN,
+    check_cache,
     check_count,
     check_idempotency_key,
     check_limit,
@@ -174,6 +175,7 @@ _FIELD_CHECKS: dict[str, Callable[[Any], object]] = {
     "start": lambda value: check_new_counter(value, LIMIT_MAX_ID),
     "max": lambda value: check_new_counter(None, value),
     "next": check_next,
+    "cache": check_cache,
     "limit": lambda value: check_limit(value, LIST_LIMIT_MAX),
     "cursor": _reject_cursor,
 }

@@ -12,11 +12,24 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from idblocks_core.domain.rules import LIMIT_MAX_ID, NAME_PATTERN
+from idblocks_core.domain.rules import CACHE_MAX, LIMIT_MAX_ID, NAME_PATTERN
 
 # The upper bound (2^63-1) is checked by the core, not stated in the schema:
 # the OpenAPI document would round it to a float, 2^63, one too many.
 PositiveId = Annotated[StrictInt, Field(ge=1)]
+CacheSetting = Annotated[
+    StrictInt,
+    Field(
+        ge=1,
+        le=CACHE_MAX,
+        description=(
+            "How many IDs each function environment takes at a time for next, and serves from memory: "
+            "one write per that many IDs. 1 (the default) is a write per ID. Above 1, IDs from next are "
+            "unique but increase only per environment, and unused cached IDs become gaps "
+            "(docs/guarantees.md)."
+        ),
+    ),
+]
 
 
 class _Body(BaseModel):
@@ -41,13 +54,20 @@ class CreateCounterRequest(_Body):
     max: PositiveId | None = Field(
         default=None, description=f"Last ID the counter may hand out, at most {LIMIT_MAX_ID}. Default 2^53-1."
     )
+    cache: CacheSetting | None = None
 
 
 class SetNextRequest(_Body):
-    next: Annotated[
-        StrictInt,
-        Field(ge=1, description="The next ID to hand out; may only move forward, and at most max + 1."),
-    ]
+    """At least one of the two."""
+
+    next: (
+        Annotated[
+            StrictInt,
+            Field(ge=1, description="The next ID to hand out; may only move forward, and at most max + 1."),
+        ]
+        | None
+    ) = None
+    cache: CacheSetting | None = None
 
 
 class NextResult(BaseModel):
@@ -79,6 +99,9 @@ class CounterState(BaseModel):
     step: int = Field(description="The RegionCount the counter was created with (1: a single region).")
     residue: int = Field(
         description="The RegionIndex it was created with: every ID it hands out is residue modulo step."
+    )
+    cache: int = Field(
+        description="How many IDs each function environment takes at a time for next (1: uncached)."
     )
     created_at: str
     updated_at: str

@@ -12,6 +12,11 @@ One item per counter name:
     step        N  the region count K the counter was created (or revived) with
     residue     N  the residue it hands out: every ID is residue modulo step
                    (items written before regions existed have neither: 1 and 0)
+    cache       N  how many IDs a function environment takes at a time for
+                   next (the counter's cache setting; absent on items from
+                   before it existed: 1)
+    cache_span  N  cache * step, kept in the same writes as cache: the amount
+                   a cached allocation adds to hwm, read by the write itself
     created_at  S  ISO 8601, UTC
     updated_at  S
     deleted_at  S  present once deleted; the item stays so hwm is never lost
@@ -32,6 +37,12 @@ own IDs, whatever the concurrency; as hwm starts in the residue and only ever
 moves by multiples of step, every ID stays in it. ``room`` exists because a
 condition cannot do arithmetic: ``hwm + n * step <= max_id`` is written as
 ``room >= n * step``.
+
+A cached allocation (next on a counter whose cache is N) is the same write
+with the amount taken from the item: it SETs hwm to hwm + cache_span and room
+to room - cache_span, on condition that room >= cache_span. The write uses
+the setting as it stands when it is applied, so a function environment never
+reads the item to learn N, and a PUT of cache governs the next block taken.
 
 Every error from DynamoDB leaves here as a domain error (see ``domain_error``).
 """
@@ -126,14 +137,16 @@ _NAMES = {
     "#alloc_at": "alloc_at",
     "#step": "step",
     "#residue": "residue",
+    "#cache": "cache",
+    "#span": "cache_span",
 }
 _LIVE = "attribute_exists(#hwm) AND attribute_not_exists(#deleted)"
 # A counter's state when it is created (or revived): next ID, max, timestamps.
 _NEW_STATE = (
     "SET #hwm = :hwm, #room = :room, #max = :max, #created = :now, #updated = :now,"
-    " #step = :step, #residue = :residue"
+    " #step = :step, #residue = :residue, #cache = :cache, #span = :span"
 )
-_NEW_STATE_NAMES = ("#hwm", "#room", "#max", "#created", "#updated", "#step", "#residue")
+_NEW_STATE_NAMES = ("#hwm", "#room", "#max", "#created", "#updated", "#step", "#residue", "#cache", "#span")
 # Every write that is not an allocation ends with this (see the module docstring).
 _FORGET_ALLOCATION = "REMOVE #token, #alloc_at"
 _ALLOCATION_NAMES = ("#token", "#alloc_at")
@@ -293,6 +306,15 @@ def _range_left_percent(item: Mapping[str, Any]) -> float | None:
     return 100.0 * int(item["room"]["N"]) / max_id if max_id > 0 else 0.0
 
 
+def _cache_of(item: Mapping[str, Any]) -> int:
+    """A counter's cache setting; items from before it existed are uncached."""
+    return int(item["cache"]["N"]) if "cache" in item else 1
+
+
+def _cache_span_of(item: Mapping[str, Any], step: int) -> int:
+    return int(item["cache_span"]["N"]) if "cache_span" in item else step
+
+
 def _to_counter(item: Mapping[str, Any]) -> Counter:
     step, residue = _region_of(item)
     return Counter(
@@ -303,6 +325,7 @@ def _to_counter(item: Mapping[str, Any]) -> Counter:
         updated_at=item["updated_at"]["S"],
         step=step,
         residue=residue,
+        cache=_cache_of(item),
     )
 
 
@@ -325,7 +348,7 @@ class CounterStore:
         )
         self._region_values = {":step": _n(step), ":residue": _n(residue)}
 
-    def _new_state(self, first_id: int, max_id: int) -> dict[str, dict[str, str]]:
+    def _new_state(self, first_id: int, max_id: int, cache: int) -> dict[str, dict[str, str]]:
         """A counter's values as created (or revived) here: it hands out this
         deployment's residue, from the first ID of it at or above ``first_id``."""
         hwm = first_in_residue(first_id, self.step, self.residue) - self.step
@@ -334,6 +357,8 @@ class CounterStore:
             ":room": _n(max_id - hwm),
             ":max": _n(max_id),
             ":now": _s(now_iso()),
+            ":cache": _n(cache),
+            ":span": _n(cache * self.step),
             **self._region_values,
         }
 
@@ -397,8 +422,52 @@ class CounterStore:
             written = response["Attributes"]
             end = int(written["hwm"]["N"])
             return Block(end - span + step, end, step=step, range_left_percent=_range_left_percent(written))
+        return self._refused_allocation(name, response["failed"], span, token, replay_window)
 
+    def reserve_cached_block(self, name: str, token: str, replay_window: timedelta) -> Block:
+        """Hand out a block of ``name``'s own cache setting (cache_span / step
+        IDs), as the item has it when the write is applied; or raise, like
+        reserve_block. Near max the write is refused: CounterExhausted says
+        how many IDs are left, for a smaller block of exactly those."""
+        step = self.step
+        response = self._update(
+            Key={"name": _s(name)},
+            # if_not_exists: an item from before the cache setting takes one ID at a time.
+            UpdateExpression=(
+                "SET #hwm = #hwm + if_not_exists(#span, :step), #room = #room - if_not_exists(#span, :step),"
+                " #updated = :now, #token = :token, #alloc_at = :now"
+            ),
+            ConditionExpression=(
+                f"{_LIVE} AND {self._in_region}"
+                " AND (#room >= #span OR (attribute_not_exists(#span) AND #room >= :step))"
+                " AND (attribute_not_exists(#token) OR #token <> :token)"
+            ),
+            ExpressionAttributeNames=_names(
+                "#hwm", "#room", "#span", "#updated", "#deleted", "#step", "#residue", *_ALLOCATION_NAMES
+            ),
+            ExpressionAttributeValues={":now": _s(now_iso()), ":token": _s(token), **self._region_values},
+            ReturnValues="ALL_NEW",
+        )
+        if "failed" not in response:
+            written = response["Attributes"]
+            end = int(written["hwm"]["N"])
+            # The write does not change cache_span: what the item shows after it is what it added.
+            span = _cache_span_of(written, step)
+            return Block(end - span + step, end, step=step, range_left_percent=_range_left_percent(written))
         item = response["failed"]
+        # Any admin write in between removes the token, so a replayed write
+        # added the cache_span the item still has.
+        span = _cache_span_of(item, step) if item else step
+        return self._refused_allocation(name, item, span, token, replay_window)
+
+    def _refused_allocation(
+        self, name: str, item: Mapping[str, Any], span: int, token: str, replay_window: timedelta
+    ) -> Block:
+        """Why an allocation of ``span`` was refused, given the item as it
+        was (``{}`` for none): raised as a domain error, or, when the item
+        carries this allocation's own token, the block that write took."""
+        step = self.step
+        count = span // step
         if not item:
             raise CounterNotFound(name)
         hwm = int(item["hwm"]["N"])
@@ -420,7 +489,7 @@ class CounterStore:
 
     # -- administration -----------------------------------------------------
 
-    def create(self, name: str, first_id: int, max_id: int) -> Counter:
+    def create(self, name: str, first_id: int, max_id: int, cache: int = 1) -> Counter:
         """Create a counter that has never existed. Raises CounterExists, or
         CounterDeleted (with its high-water mark) for a deleted one."""
         response = self._update(
@@ -428,7 +497,7 @@ class CounterStore:
             UpdateExpression=_NEW_STATE,
             ConditionExpression="attribute_not_exists(#name)",
             ExpressionAttributeNames=_names("#name", *_NEW_STATE_NAMES),
-            ExpressionAttributeValues=self._new_state(first_id, max_id),
+            ExpressionAttributeValues=self._new_state(first_id, max_id, cache),
             ReturnValues="ALL_NEW",
         )
         if "failed" in response:
@@ -438,7 +507,7 @@ class CounterStore:
             raise CounterExists(name)
         return _to_counter(response["Attributes"])
 
-    def revive(self, name: str, seen_hwm: int, first_id: int, max_id: int) -> Counter:
+    def revive(self, name: str, seen_hwm: int, first_id: int, max_id: int, cache: int = 1) -> Counter:
         """Bring a deleted counter back, handing out from ``first_id`` on, which
         must lie above the high-water mark ``seen_hwm`` it had when deleted;
         the condition makes sure nothing moved since."""
@@ -449,7 +518,7 @@ class CounterStore:
             UpdateExpression=f"{_NEW_STATE} {_FORGET_ALLOCATION}, #deleted",
             ConditionExpression="attribute_exists(#deleted) AND #hwm = :seen",
             ExpressionAttributeNames=_names("#deleted", *_NEW_STATE_NAMES, *_ALLOCATION_NAMES),
-            ExpressionAttributeValues={**self._new_state(first_id, max_id), ":seen": _n(seen_hwm)},
+            ExpressionAttributeValues={**self._new_state(first_id, max_id, cache), ":seen": _n(seen_hwm)},
             ReturnValues="ALL_NEW",
         )
         if "failed" in response:
@@ -491,15 +560,34 @@ class CounterStore:
     def set_next(self, name: str, next_id: int) -> Counter:
         """Move a counter forward so that it next hands out ``next_id`` (or,
         with several regions, the first ID of this region's residue from it)."""
-        hwm = first_in_residue(next_id, self.step, self.residue) - self.step
+        return self.update(name, next_id=next_id)
+
+    def update(self, name: str, *, next_id: int | None = None, cache: int | None = None) -> Counter:
+        """Move a counter forward (``next_id``, as set_next) and/or change
+        its cache setting, in one conditional write. Cached blocks already
+        taken are not recalled: they stay unique (hwm never moves back) and
+        are served until they drain or expire."""
+        sets = ["#updated = :now"]
+        condition = f"{_LIVE} AND {self._in_region}"
+        names = ["#updated", "#deleted", "#hwm", "#step", "#residue", *_ALLOCATION_NAMES]
+        values: dict[str, Any] = {":now": _s(now_iso()), **self._region_values}
+        hwm = None
+        if next_id is not None:
+            hwm = first_in_residue(next_id, self.step, self.residue) - self.step
+            sets += ["#hwm = :hwm", "#room = #max - :hwm"]
+            condition += " AND #hwm <= :hwm AND #max >= :hwm"
+            names += ["#room", "#max"]
+            values[":hwm"] = _n(hwm)
+        if cache is not None:
+            sets += ["#cache = :cache", "#span = :span"]
+            names += ["#cache", "#span"]
+            values |= {":cache": _n(cache), ":span": _n(cache * self.step)}
         response = self._update(
             Key={"name": _s(name)},
-            UpdateExpression=f"SET #hwm = :hwm, #room = #max - :hwm, #updated = :now {_FORGET_ALLOCATION}",
-            ConditionExpression=f"{_LIVE} AND {self._in_region} AND #hwm <= :hwm AND #max >= :hwm",
-            ExpressionAttributeNames=_names(
-                "#hwm", "#room", "#max", "#updated", "#deleted", "#step", "#residue", *_ALLOCATION_NAMES
-            ),
-            ExpressionAttributeValues={":hwm": _n(hwm), ":now": _s(now_iso()), **self._region_values},
+            UpdateExpression=f"SET {', '.join(sets)} {_FORGET_ALLOCATION}",
+            ConditionExpression=condition,
+            ExpressionAttributeNames=_names(*dict.fromkeys(names)),
+            ExpressionAttributeValues=values,
             ReturnValues="ALL_NEW",
         )
         if "failed" not in response:
@@ -508,6 +596,8 @@ class CounterStore:
         if not item or "deleted_at" in item:
             raise CounterNotFound(name)
         self._check_region(name, item)
+        if next_id is None or hwm is None:  # pragma: no cover - a live counter of this region takes any cache
+            raise AssertionError("only a move of next can be refused on a live counter")
         old_hwm = int(item["hwm"]["N"])
         if old_hwm > hwm:
             raise CounterWouldMoveBack(name, next_id, old_hwm + self.step)

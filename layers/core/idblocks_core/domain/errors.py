@@ -47,6 +47,7 @@ _CATALOGUE = (
     _bad_field("start", "an integer from 1 to 2^63-1, not above max"),
     _bad_field("max", "an integer from 1 to 2^63-1"),
     _bad_field("next", "an integer from 1 to 2^63 (max + 1 exhausts the counter)"),
+    _bad_field("cache", "an integer from 1 to 1,000,000"),
     _bad_field("limit", "an integer from 1 to 1000"),
     _bad_field("Idempotency-Key", "1-128 printable ASCII characters without spaces"),
     ErrorCode(
@@ -322,6 +323,11 @@ class CounterExhausted(Conflict):
     def __init__(self, name: str, count: int, next_id: int, max_id: int, step: int = 1) -> None:
         # With several regions, only every step-th ID from next is this counter's.
         left = max(0, (max_id - next_id) // step + 1)
+        self.next_id = next_id
+        self.max_id = max_id
+        self.step = step
+        # How many IDs the counter can still hand out: what a block shrinks to.
+        self.left = left
         super().__init__(
             f"counter '{name}' cannot hand out {count} more ID(s): "
             f"next is {next_id}, max is {max_id}, {left} left"

@@ -38,6 +38,9 @@ class Counter:
     # it hands out only IDs congruent to residue modulo step.
     step: int = 1
     residue: int = 0
+    # How many IDs a function environment takes at a time for next (1: a
+    # write per ID, nothing held in memory).
+    cache: int = 1
 
     @property
     def exhausted(self) -> bool:
@@ -53,6 +56,7 @@ class Counter:
             "max": self.max,
             "step": self.step,
             "residue": self.residue,
+            "cache": self.cache,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
         }

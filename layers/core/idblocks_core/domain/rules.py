@@ -75,6 +75,22 @@ def check_next(next_id: object) -> int:
     return next_id  # type: ignore[return-value]
 
 
+# A counter's cache setting: how many IDs one function environment takes at
+# a time for next. The ceiling is what one environment could ever serve in
+# a block's bounded life (logic/next_cache.py, 60 s): it answers one request
+# at a time, so even 10,000 requests/s, far beyond what a single environment
+# behind API Gateway sees, serve 600,000 IDs a block. A larger block would
+# never drain; it would only widen the gap an expired or recycled
+# environment leaves.
+CACHE_MAX = 1_000_000
+
+
+def check_cache(cache: object) -> int:
+    if not _is_int(cache) or not 1 <= cache <= CACHE_MAX:  # type: ignore[operator]
+        raise InvalidInput("invalid_cache", f"cache must be an integer from 1 to {CACHE_MAX:,}")
+    return cache  # type: ignore[return-value]
+
+
 def check_idempotency_key(key: object) -> str:
     if not isinstance(key, str) or not _IDEMPOTENCY_KEY_RE.fullmatch(key):
         raise InvalidInput(

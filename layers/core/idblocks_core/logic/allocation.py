@@ -10,6 +10,12 @@ With an Idempotency-Key, the block is taken with a token derived from
 (caller, counter, key, count): if the write committed but the request failed
 afterwards, the retry finds that write and returns its block instead of
 taking a second one.
+
+``next`` goes through the environment's NextCache (logic/next_cache.py):
+with a counter's cache at N it is answered from a block of N held in
+memory, one write per N IDs; at 1 (the default) it is a write per ID, as
+without a cache. ``batch`` never is: a caller asking for a block gets its
+own write.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import contextlib
 import hashlib
 import uuid
 from collections.abc import Callable
+from contextvars import ContextVar
 from datetime import timedelta
 from typing import Any
 
@@ -27,11 +34,20 @@ from idblocks_core.dal.counter_store import CounterStore, StaleToken
 from idblocks_core.domain.errors import CounterDeleted, CounterExists, CounterNotFound
 from idblocks_core.domain.model import Block
 from idblocks_core.domain.rules import DEFAULT_MAX_ID, check_count, check_idempotency_key, check_name
+from idblocks_core.logic.next_cache import NextCache, Served
 from idblocks_core.observability import metrics
 
 # Allocation may have to create (or revive) the counter first and then try
 # again; a few rounds cover any interleaving with concurrent creates/deletes.
 _ALLOCATION_ROUNDS = 4
+
+# The one route answered from cached blocks, one ID at a time.
+CACHED_ROUTE = "next"
+
+# The token of the keyed request being served, if any: a block the cache
+# takes for it is written with it, so a retry of a request whose write
+# committed finds that write (see _reserve_for_next).
+_REQUEST_TOKEN: ContextVar[str | None] = ContextVar("request_token", default=None)
 
 
 def allocation_token(caller: str, counter: str, key: str, count: int) -> str:
@@ -55,6 +71,7 @@ class IdAllocator:
         self.idempotency_table = idempotency_table
         self._once: Callable[..., dict[str, int]] | None = None
         self._idempotency_config: Any = None
+        self.next_cache = NextCache(self._reserve_for_next)
 
     def hand_out(
         self,
@@ -73,6 +90,8 @@ class IdAllocator:
         name = check_name(name)
         count = check_count(count, self.max_batch_size)
         if key is None:
+            if route == CACHED_ROUTE and count == 1:
+                return self._serve_next(name, route)
             block = self.take_block(name, count)
             self._count_fresh(route, block, name)
             return block
@@ -92,9 +111,44 @@ class IdAllocator:
         """Runs only when no record of the request exists: what it returns is
         the record, answered again to the request's retries."""
         token = allocation_token(request["caller"], request["counter"], request["key"], request["count"])
-        block = self.take_block(request["counter"], request["count"], token=token)
-        self._count_fresh(route, block, request["counter"])
+        if route == CACHED_ROUTE and request["count"] == 1:
+            # The record keeps the ID this request was served, cached or
+            # not: its retries get that ID again, never a second one.
+            reset = _REQUEST_TOKEN.set(token)
+            try:
+                block = self._serve_next(request["counter"], route)
+            finally:
+                _REQUEST_TOKEN.reset(reset)
+        else:
+            block = self.take_block(request["counter"], request["count"], token=token)
+            self._count_fresh(route, block, request["counter"])
         return {"start": block.start, "end": block.end, "step": block.step}
+
+    def _serve_next(self, name: str, route: str) -> Block:
+        served: Served = self.next_cache.next_id(name)
+        if served.taken is None:
+            metrics.add_dimension(name="route", value=route)
+            metrics.add_metric(name="IdsServedFromCache", unit=MetricUnit.Count, value=1)
+        else:
+            self._count_fresh(route, served.taken, name)
+            if served.taken.count > 1 and not served.taken.replayed:
+                metrics.add_metric(name="CacheBlocksTaken", unit=MetricUnit.Count, value=1)
+        step = self.store.step
+        return Block(served.id, served.id, step=step)
+
+    def _reserve_for_next(self, name: str, count: int | None) -> Block:
+        """The cache's reserve: a block of ``count`` IDs, or of the counter's
+        own cache setting (None), written with the keyed request's token if
+        one is being served."""
+        token = _REQUEST_TOKEN.get()
+        block = self.take_block(name, count, token=token)
+        if block.replayed and token is not None and block.count > 1:
+            # A keyed request's retry found the write of its first attempt,
+            # which may have been another environment's: that environment
+            # may still hold the rest of the block. Only the ID that attempt
+            # was answered with is served again; the rest is not held here.
+            return Block(block.start, block.start, replayed=True, step=block.step)
+        return block
 
     def _idempotent_step(self) -> Callable[..., dict[str, int]]:
         if self._once is None:
@@ -130,9 +184,10 @@ class IdAllocator:
             )
             metrics.add_metadata(key="counter", value=name)
 
-    def take_block(self, name: str, count: int, token: str | None = None) -> Block:
-        """Take ``count`` IDs of a checked name and count, creating or
-        reviving the counter first if the deployment allows it.
+    def take_block(self, name: str, count: int | None, token: str | None = None) -> Block:
+        """Take ``count`` IDs of a checked name and count (None: as many as
+        the counter's cache setting), creating or reviving the counter first
+        if the deployment allows it.
 
         ``token`` identifies the request (derived from its Idempotency-Key):
         repeating an allocation with the same token, while nothing else has
@@ -142,6 +197,8 @@ class IdAllocator:
         for round_ in range(_ALLOCATION_ROUNDS):
             last_round = round_ == _ALLOCATION_ROUNDS - 1
             try:
+                if count is None:
+                    return self.store.reserve_cached_block(name, token, self.replay_window)
                 return self.store.reserve_block(name, count, token, self.replay_window)
             except StaleToken:
                 token = uuid.uuid4().hex
