@@ -83,6 +83,25 @@ CLOSE_ATTEMPTS = 3
 FORK_WAIT = CLOSE_TIMEOUT
 
 
+def prefetch_tail(size: int, prefetch_at: float, rate: float | None, latency: float | None) -> int:
+    """How many IDs of a block of ``size`` are still unused when the next
+    block is requested: the ``prefetch_at`` share, or, when a request takes
+    longer than that share lasts, two requests' worth at ``rate`` IDs/s (the
+    block sizer's estimate) and ``latency`` seconds (smoothed_latency's);
+    never more than the block. Pure, so that a simulation of many clients
+    decides as a Sequence does."""
+    tail = math.ceil(size * prefetch_at)
+    if rate and latency:
+        tail = max(tail, math.ceil(rate * latency * 2))
+    return min(tail, size)
+
+
+def smoothed_latency(previous: float | None, seconds: float) -> float:
+    """The moving average of block request latency a Sequence keeps, after a
+    request that took ``seconds`` (retries included)."""
+    return seconds if previous is None else 0.5 * previous + 0.5 * seconds
+
+
 def gil_enabled() -> bool:
     check = getattr(sys, "_is_gil_enabled", None)
     return True if check is None else bool(check())
@@ -394,12 +413,8 @@ class Sequence:
             self._block = None
 
     def _start_block(self, ids: range) -> None:
-        # The later segment is what is left when the next block is requested:
-        # the prefetch_at share, or more if a request takes longer than that lasts.
-        tail = math.ceil(len(ids) * self.prefetch_at)
-        if self.sizer.rate and self._latency:
-            tail = max(tail, math.ceil(self.sizer.rate * self._latency * 2))
-        split = len(ids) - min(tail, len(ids))
+        # The later segment is what is left when the next block is requested.
+        split = len(ids) - prefetch_tail(len(ids), self.prefetch_at, self.sizer.rate, self._latency)
         self._block, self._block_started = ids, self.clock()
         if self.prefetch and split > 0:
             self._activate(ids[:split])
@@ -528,7 +543,7 @@ class Sequence:
     def _landed(self, ids: range, seconds: float) -> None:
         self.requests += 1
         self._room = None
-        self._latency = seconds if self._latency is None else 0.5 * self._latency + 0.5 * seconds
+        self._latency = smoothed_latency(self._latency, seconds)
         if self.unused_ids is not None:
             self.unused_ids += len(ids)  # closed meanwhile: it is counted, not used
         else:
