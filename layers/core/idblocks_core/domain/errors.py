@@ -322,6 +322,11 @@ class CounterExhausted(Conflict):
     def __init__(self, name: str, count: int, next_id: int, max_id: int, step: int = 1) -> None:
         # With several regions, only every step-th ID from next is this counter's.
         left = max(0, (max_id - next_id) // step + 1)
+        self.next_id = next_id
+        self.max_id = max_id
+        self.step = step
+        # How many IDs the counter can still hand out: what a block shrinks to.
+        self.left = left
         super().__init__(
             f"counter '{name}' cannot hand out {count} more ID(s): "
             f"next is {next_id}, max is {max_id}, {left} left"
