@@ -259,9 +259,8 @@ class Stats:
         self.write_attempts_throttled = 0
         self.answers = 0  # HTTP answers the clients got
         self.answers_throttled = 0
-        self.requests_ok = 0
         self.demand = 0.0  # IDs wanted in the window
-        self.served = 0.0  # of them, IDs handed out by the end
+        self.served = 0.0  # IDs handed out in the window
         self.taken = 0  # IDs the item handed out, in all
         self.served_total = 0.0  # IDs the clients handed out, in all
         # Waits of IDs wanted in the window: one per ID (next), or a share of
