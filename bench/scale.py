@@ -575,7 +575,6 @@ class BlockClient:
         self.fetching = False
         self.sent = 0.0
         self.size = 0  # the current block, while it lasts
-        self.started = 0.0
         # Demand waits from stalled_since while stalled; IDs flow from memory
         # since flowing_since otherwise (None once the demand is over).
         self.stalled = True
@@ -589,7 +588,7 @@ class BlockClient:
     def _start(self, size: int) -> None:
         now, end = self.env.sim.now, self.env.stats.end
         tail = prefetch_tail(size, self.sequence.prefetch_at, self.sequence.sizer.rate, self.latency)
-        self.size, self.started = size, now
+        self.size = size
         drawn = 0.0
         if self.stalled:
             waiting = self.rate * (min(now, end) - self.stalled_since)
@@ -615,7 +614,7 @@ class BlockClient:
     def _exhausted(self) -> None:
         now, end = self.env.sim.now, self.env.stats.end
         if self.size:
-            self.sequence.sizer.observe(self.size, now - self.started)
+            self.sequence.sizer.block_finished(self.size, now)
             self.size = 0
         if self.ready and (now < end or self.stalled):
             self._start(self.ready.popleft())
@@ -632,6 +631,7 @@ class BlockClient:
         if self.pending is None:
             # The Sequence's own choice of size (with need 1, as next_id asks).
             self.pending = self.sequence._size_for(1)
+            self.sequence.sizer.demand_from(self.env.sim.now)
         self.fetching, self.sent = True, self.env.sim.now
         _Call(self.env, self.pending, True, self._answered)
 
@@ -760,15 +760,22 @@ def goals(results: dict[str, Any], counts: tuple[int, ...] = CLIENT_COUNTS) -> d
     usual window and in the long one alike."""
     most = max(counts)
     cached = f"next_cache_1000.{most}."
-    adaptive_met = all(
-        results[prefix + "ids_per_s"] >= 1e8 * 0.999
-        and results[prefix + "item_writes_per_s"] <= 100
-        and results[prefix + "requests_throttled_pct"] == 0
-        and results[prefix + "write_attempts_throttled_pct"] == 0
-        for prefix in (f"client_adaptive.{most}.", f"client_adaptive.{most}.long.")
-    )
+
+    def adaptive_met(mode: str) -> bool:
+        return all(
+            results[prefix + "ids_per_s"] >= 1e8 * 0.999
+            and results[prefix + "item_writes_per_s"] <= 100
+            and results[prefix + "requests_throttled_pct"] == 0
+            and results[prefix + "write_attempts_throttled_pct"] == 0
+            for prefix in (f"{mode}.{most}.", f"{mode}.{most}.long.")
+        )
+
     return {
-        "goal_adaptive_1e8_ids_per_s_100_writes_no_throttling_met": adaptive_met,
+        "goal_adaptive_1e8_ids_per_s_100_writes_no_throttling_met": adaptive_met("client_adaptive"),
+        # The same goal with the runway a fleet of that size is told to set.
+        "goal_adaptive_runway_100_1e8_ids_per_s_100_writes_no_throttling_met": adaptive_met(
+            "client_adaptive_runway_100"
+        ),
         "goal_cached_next_1000_1e5_ids_per_s_met": results[cached + "ids_per_s"] >= 1e5,
     }
 

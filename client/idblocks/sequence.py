@@ -122,6 +122,25 @@ class BlockSizer:
         self.minimum, self.maximum, self.runway, self.max_growth = minimum, maximum, runway, max_growth
         self.last = initial
         self.rate: float | None = None  # IDs per second
+        self._since: float | None = None  # where the interval the next observation covers begins
+
+    def demand_from(self, now: float) -> None:
+        """IDs are wanted from ``now`` on (a block is asked for); the first
+        interval measured starts here, not when that block arrives."""
+        if self._since is None:
+            self._since = now
+
+    def block_finished(self, consumed: int, now: float) -> None:
+        """A block of ``consumed`` IDs ran out at ``now``. Its interval runs
+        from where the previous block ran out, not from when this one
+        arrived: demand that waited for it in between was drained from it at
+        once, and a block emptied at once by waiting callers measures the
+        rate they arrived at, not the speed of memory. (Measured from its
+        arrival, one such block read as 10^8 IDs/s and sent the sizes to
+        max_block for a dozen blocks.)"""
+        since = now if self._since is None else self._since
+        self.observe(consumed, now - since)
+        self._since = now
 
     def observe(self, consumed: int, seconds: float) -> None:
         """A block of ``consumed`` IDs lasted ``seconds``."""
@@ -273,7 +292,6 @@ class Sequence:
         self._segment = _EMPTY  # the segment being drawn from
         self._rest: range | None = None  # the current block's later segment
         self._block: range | None = None  # the current block, for sizing
-        self._block_started = 0.0
         self._ready: collections.deque[range] = collections.deque()  # fetched, not started
         self._pending: _Request | None = None  # made, not answered yet
         self._fetching = False  # a thread has the pending request on the network
@@ -343,7 +361,7 @@ class Sequence:
                     for _ in range(joined):
                         # The block before is used up as far as sizing goes.
                         self._finish_block()
-                        self._block, self._block_started = self._ready.popleft(), self.clock()
+                        self._block = self._ready.popleft()
                         self._rest = None
                     return self._carve(held, n)
                 self._activate(current)  # not enough: the others draw on meanwhile
@@ -409,13 +427,13 @@ class Sequence:
 
     def _finish_block(self) -> None:
         if self._block is not None:
-            self.sizer.observe(len(self._block), self.clock() - self._block_started)
+            self.sizer.block_finished(len(self._block), self.clock())
             self._block = None
 
     def _start_block(self, ids: range) -> None:
         # The later segment is what is left when the next block is requested.
         split = len(ids) - prefetch_tail(len(ids), self.prefetch_at, self.sizer.rate, self._latency)
-        self._block, self._block_started = ids, self.clock()
+        self._block = ids
         if self.prefetch and split > 0:
             self._activate(ids[:split])
             self._rest = ids[split:]
@@ -490,6 +508,7 @@ class Sequence:
                 if only_pending:
                     return
                 request = self._pending = _Request(uuid.uuid4().hex, self._size_for(need))
+                self.sizer.demand_from(self.clock())
             self._fetching = True
             started = time.monotonic()
             self._lock.release()
