@@ -76,7 +76,7 @@ mutants: venv build  ## Break each guarded property on purpose and check the tes
 lock: venv  ## Re-pin every transitive dependency into requirements/lock.txt
 	python -m pip freeze --exclude-editable | grep -v '^-e ' > requirements/lock.txt
 
-bench: build  ## Benchmarks (not tests); results land in bench/results/
+bench: build  ## Benchmarks (not tests): client, server, scale (simulated); results land in bench/results/
 	python -m bench
 
 clean:  ## Remove everything generated (environments included); DEV_STATE=1 also the dev counters

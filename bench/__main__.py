@@ -1,12 +1,12 @@
-"""make bench: every benchmark, or those named: python -m bench [client] [server]"""
+"""make bench: every benchmark, or those named: python -m bench [client] [server] [scale]"""
 
 from __future__ import annotations
 
 import sys
 
-from bench import client, server
+from bench import client, scale, server
 
-BENCHMARKS = {"client": client.main, "server": server.main}
+BENCHMARKS = {"client": client.main, "server": server.main, "scale": scale.main}
 
 
 def main() -> None:

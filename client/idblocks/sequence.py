@@ -83,6 +83,25 @@ CLOSE_ATTEMPTS = 3
 FORK_WAIT = CLOSE_TIMEOUT
 
 
+def prefetch_tail(size: int, prefetch_at: float, rate: float | None, latency: float | None) -> int:
+    """How many IDs of a block of ``size`` are still unused when the next
+    block is requested: the ``prefetch_at`` share, or, when a request takes
+    longer than that share lasts, two requests' worth at ``rate`` IDs/s (the
+    block sizer's estimate) and ``latency`` seconds (smoothed_latency's);
+    never more than the block. Pure, so that a simulation of many clients
+    decides as a Sequence does."""
+    tail = math.ceil(size * prefetch_at)
+    if rate and latency:
+        tail = max(tail, math.ceil(rate * latency * 2))
+    return min(tail, size)
+
+
+def smoothed_latency(previous: float | None, seconds: float) -> float:
+    """The moving average of block request latency a Sequence keeps, after a
+    request that took ``seconds`` (retries included)."""
+    return seconds if previous is None else 0.5 * previous + 0.5 * seconds
+
+
 def gil_enabled() -> bool:
     check = getattr(sys, "_is_gil_enabled", None)
     return True if check is None else bool(check())
@@ -103,6 +122,25 @@ class BlockSizer:
         self.minimum, self.maximum, self.runway, self.max_growth = minimum, maximum, runway, max_growth
         self.last = initial
         self.rate: float | None = None  # IDs per second
+        self._since: float | None = None  # where the interval the next observation covers begins
+
+    def demand_from(self, now: float) -> None:
+        """IDs are wanted from ``now`` on (a block is asked for); the first
+        interval measured starts here, not when that block arrives."""
+        if self._since is None:
+            self._since = now
+
+    def block_finished(self, consumed: int, now: float) -> None:
+        """A block of ``consumed`` IDs ran out at ``now``. Its interval runs
+        from where the previous block ran out, not from when this one
+        arrived: demand that waited for it in between was drained from it at
+        once, and a block emptied at once by waiting callers measures the
+        rate they arrived at, not the speed of memory. (Measured from its
+        arrival, one such block read as 10^8 IDs/s and sent the sizes to
+        max_block for a dozen blocks.)"""
+        since = now if self._since is None else self._since
+        self.observe(consumed, now - since)
+        self._since = now
 
     def observe(self, consumed: int, seconds: float) -> None:
         """A block of ``consumed`` IDs lasted ``seconds``."""
@@ -254,7 +292,6 @@ class Sequence:
         self._segment = _EMPTY  # the segment being drawn from
         self._rest: range | None = None  # the current block's later segment
         self._block: range | None = None  # the current block, for sizing
-        self._block_started = 0.0
         self._ready: collections.deque[range] = collections.deque()  # fetched, not started
         self._pending: _Request | None = None  # made, not answered yet
         self._fetching = False  # a thread has the pending request on the network
@@ -324,7 +361,7 @@ class Sequence:
                     for _ in range(joined):
                         # The block before is used up as far as sizing goes.
                         self._finish_block()
-                        self._block, self._block_started = self._ready.popleft(), self.clock()
+                        self._block = self._ready.popleft()
                         self._rest = None
                     return self._carve(held, n)
                 self._activate(current)  # not enough: the others draw on meanwhile
@@ -390,17 +427,13 @@ class Sequence:
 
     def _finish_block(self) -> None:
         if self._block is not None:
-            self.sizer.observe(len(self._block), self.clock() - self._block_started)
+            self.sizer.block_finished(len(self._block), self.clock())
             self._block = None
 
     def _start_block(self, ids: range) -> None:
-        # The later segment is what is left when the next block is requested:
-        # the prefetch_at share, or more if a request takes longer than that lasts.
-        tail = math.ceil(len(ids) * self.prefetch_at)
-        if self.sizer.rate and self._latency:
-            tail = max(tail, math.ceil(self.sizer.rate * self._latency * 2))
-        split = len(ids) - min(tail, len(ids))
-        self._block, self._block_started = ids, self.clock()
+        # The later segment is what is left when the next block is requested.
+        split = len(ids) - prefetch_tail(len(ids), self.prefetch_at, self.sizer.rate, self._latency)
+        self._block = ids
         if self.prefetch and split > 0:
             self._activate(ids[:split])
             self._rest = ids[split:]
@@ -475,6 +508,7 @@ class Sequence:
                 if only_pending:
                     return
                 request = self._pending = _Request(uuid.uuid4().hex, self._size_for(need))
+                self.sizer.demand_from(self.clock())
             self._fetching = True
             started = time.monotonic()
             self._lock.release()
@@ -528,7 +562,7 @@ class Sequence:
     def _landed(self, ids: range, seconds: float) -> None:
         self.requests += 1
         self._room = None
-        self._latency = seconds if self._latency is None else 0.5 * self._latency + 0.5 * seconds
+        self._latency = smoothed_latency(self._latency, seconds)
         if self.unused_ids is not None:
             self.unused_ids += len(ids)  # closed meanwhile: it is counted, not used
         else:

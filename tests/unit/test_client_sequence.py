@@ -246,6 +246,42 @@ def test_a_busy_client_makes_few_requests_and_an_idle_one_holds_few_ids():
     busy.close()
 
 
+def test_a_block_emptied_by_callers_who_waited_for_it_is_not_read_as_memory_speed():
+    """Callers that want 1,000 IDs/s wait 0.1 s for every block and then
+    empty what piled up at once. Each block's interval used to start when it
+    arrived, so the first one read as 10^8 IDs/s (the 1 us floor) and the
+    sizes grew to max_block, holding minutes of IDs that a restart throws
+    away. Measured from where the previous block ran out (the first: from
+    when it was asked for), blocks settle at the runway's worth: 5 s x
+    1,000 IDs/s."""
+    clock = [0.0]
+
+    def wait(seconds: float) -> None:
+        clock[0] += seconds
+
+    backend = MemoryBackend(latency=0.1, sleep=wait)
+    sequence = Sequence(backend, "waited", prefetch=False, runway=5.0, clock=lambda: clock[0])
+    for wanted in range(60_000):  # a caller every millisecond, for a minute
+        # A caller who came during a fetch is served when it lands: the clock
+        # has already moved past the moment it came.
+        clock[0] = max(clock[0], wanted * 1e-3)
+        sequence.next_id()
+    sizes = [len(block) for block in backend.blocks]
+    assert max(sizes) <= 2 * 5 * 1_000, sizes
+    assert sizes[-1] >= 5 * 1_000 // 2, sizes
+    sequence.close()
+
+
+def test_the_sizer_measures_from_the_first_request_and_then_from_block_to_block():
+    sizer = BlockSizer(initial=100, minimum=1, maximum=1_000_000, runway=5.0)
+    sizer.demand_from(10.0)
+    sizer.demand_from(10.05)  # a later request does not move the start
+    sizer.block_finished(100, 10.1)  # asked for at 10.0, emptied at 10.1
+    assert sizer.rate == pytest.approx(1_000)
+    sizer.block_finished(100, 10.2)
+    assert sizer.rate == pytest.approx(1_000)
+
+
 # -- take ----------------------------------------------------------------------
 
 
