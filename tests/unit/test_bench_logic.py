@@ -77,4 +77,4 @@ def test_the_breakdown_adds_up_to_the_total_it_reports():
     assert len(steps) == len(server.BREAKDOWN) + 1
     assert results["cold_next_ms_breakdown_total"] == 520.0
     assert round(sum(steps), 1) == 520.0
-    assert results["cold_next_ms_boto3_import"] == 250.0
+    assert results["cold_next_ms_botocore_import"] == 250.0
