@@ -162,3 +162,18 @@ def test_the_page_size_is_read_as_the_documented_integer(api, existing, limit):
 def test_a_page_size_that_is_not_an_integer_is_refused(api, limit):
     reply = api.call("admin-list", query={"limit": limit})
     assert (reply.status, reply.error_code) == (400, "invalid_limit")
+
+
+@pytest.mark.parametrize("text", ['"\\ud800"', '"\\udc00x"', '"a\\ud83d"'])
+def test_a_lone_surrogate_escape_is_not_json(api, table_snapshot, text):
+    """json.loads takes escapes of lone surrogates, which no UTF-8 text can
+    carry; the parser before refused them as invalid JSON, and still does."""
+    before = table_snapshot()
+    reply = api.call("admin-create", raw_body='{"name": ' + text + "}")
+    assert (reply.status, reply.error_code) == (400, "invalid_json")
+    assert table_snapshot() == before
+
+
+def test_an_escaped_surrogate_pair_is_one_character(api):
+    reply = api.call("admin-create", raw_body='{"name": "a\\ud83d\\ude00"}')
+    assert (reply.status, reply.error_code) == (400, "invalid_name")  # JSON, but not a counter name

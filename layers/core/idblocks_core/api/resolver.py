@@ -159,9 +159,9 @@ _LONE_SURROGATE_RE = re.compile(r"[\ud800-\udfff]")
 def parse_body(text: str) -> Any:
     """The body as JSON, refusing what pydantic-core's parser refused before:
     nesting too deep (json.loads would raise RecursionError, a 500, or build
-    it all) is invalid_body, unless a syntax error comes first; escapes of
-    lone surrogates, which json.loads takes and no UTF-8 text can carry, are
-    not JSON."""
+    it all) is invalid_body, unless a syntax error comes first; lone
+    surrogates (escaped or not), which json.loads takes and no UTF-8 text can
+    carry, are not JSON."""
     too_deep_at = _first_too_deep(text)
     try:
         data = json.loads(text)
@@ -175,7 +175,7 @@ def parse_body(text: str) -> Any:
         raise InvalidJson from None
     if too_deep_at is not None:
         raise _nested_too_deeply()
-    if "\\u" in text and _has_lone_surrogate(data):
+    if ("\\u" in text or _LONE_SURROGATE_RE.search(text)) and _has_lone_surrogate(data):
         raise InvalidJson
     return data
 
