@@ -44,7 +44,11 @@ _IDEMPOTENCY_KEY_RE = re.compile(IDEMPOTENCY_KEY_PATTERN)
 # surrounding Unicode white space, a sign, ASCII digits with single
 # underscores between them, and a fraction of zeros only ("5.0" is 5).
 _LAX_INT_RE = re.compile(r"[+-]?[0-9](?:_?[0-9])*(?:\.0+)?")
-_WHITE_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"  # noqa: E501
+_WHITE_SPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680"
+    + "".join(map(chr, range(0x2000, 0x200B)))
+    + "\u2028\u2029\u202f\u205f\u3000"
+)
 
 
 class Refused(Exception):
@@ -85,7 +89,9 @@ def text(pattern: re.Pattern[str] | None = None, max_length: int | None = None) 
             raise Refused
         if max_length is not None and len(value) > max_length:
             raise Refused
-        if pattern is not None and not pattern.search(value):
+        # The patterns are anchored (^...$) and read as pydantic reads them,
+        # where $ is the end of the text, not a line: "orders\n" is no name.
+        if pattern is not None and not pattern.fullmatch(value):
             raise Refused
         return value
 
