@@ -385,8 +385,8 @@ def _validate_body(route: Route, event: dict[str, Any]) -> tuple[dict[str, Any],
                 values[spec.argument] = spec.default
             continue
         given = data[spec.name]
-        if given is None and not spec.required:
-            values[spec.argument] = None  # an optional field may be sent as null
+        if given is None and not spec.required and spec.default is None:
+            values[spec.argument] = None  # an optional field without a default may be sent as null
             continue
         try:
             values[spec.argument] = spec.accept(given)

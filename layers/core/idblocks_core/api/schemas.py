@@ -32,7 +32,10 @@ def _annotation(spec: FieldSpec) -> Any:
     kinds = {"positive_int": PositiveId, "text": str}
     if spec.required:
         return Annotated[kinds[spec.kind], Field(**spec.doc)]
-    return (kinds[spec.kind] | None, Field(default=spec.default, **spec.doc))
+    # An optional field without a default may be sent as null; one with a
+    # default takes only its own kind.
+    kind = kinds[spec.kind] | None if spec.default is None else kinds[spec.kind]
+    return (kind, Field(default=spec.default, **spec.doc))
 
 
 def _body_model(name: str, fields: tuple[FieldSpec, ...]) -> type[BaseModel]:
