@@ -165,6 +165,49 @@ def breakdown(rounds: list[list[float]]) -> dict[str, float]:
     return results
 
 
+# Packages of the layer that no function imports on a request: pydantic
+# describes the API for the OpenAPI document, at development time.
+NOT_IMPORTED = ("pydantic", "pydantic_core", "annotated_types", "typing_inspection")
+
+
+def layer_variants(layer: Path) -> dict[str, Path]:
+    """The layer as built, without the packages no function imports, and
+    with botocore's service models cut to DynamoDB's: copies beside it, with
+    their bytecode (copied with their timestamps, so it stays valid)."""
+    variants = {"full": layer}
+    for name, drop in (("unimported_removed", NOT_IMPORTED), ("dynamodb_model_only", ())):
+        target = layer.parent.parent / f"{layer.parent.name}-{name}" / "python"
+        shutil.rmtree(target.parent, ignore_errors=True)
+        shutil.copytree(layer, target, copy_function=shutil.copy2)
+        for package in drop:
+            for path in target.glob(f"{package}*"):
+                shutil.rmtree(path)
+        if name == "dynamodb_model_only":
+            for path in (target / "botocore" / "data").iterdir():
+                if path.is_dir() and path.name != "dynamodb":
+                    shutil.rmtree(path)
+        variants[name] = target
+    return variants
+
+
+def layer_size_effect(layer: Path) -> dict[str, float]:
+    """Does the layer's size weigh in the cold start beyond what is
+    imported? The next function's cold start with each variant of the layer
+    (layer_variants), in alternating rounds, and each variant's size."""
+    fn = BUILD / FUNCTIONS["next"]
+    event = str(ROOT / "events" / f"{EVENTS['next']}.json")
+    variants = layer_variants(layer)
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(ROUNDS):
+        for name, path in variants.items():
+            times[name].append(run(["cold", str(fn), str(path), "next", event], fn))
+    results: dict[str, float] = {}
+    for name, path in variants.items():
+        results[f"cold_start_ms_next_layer_{name}"] = round(statistics.median(times[name]) * 1000, 1)
+        results[f"layer_bytes_{name}"] = tree_bytes(path)
+    return results
+
+
 def warm_overheads(layer: Path) -> dict[str, float]:
     results: dict[str, float] = {}
     for route, logical_id in FUNCTIONS.items():
@@ -214,6 +257,8 @@ def main() -> dict[str, float]:
     results |= cold_starts(layer)
     print(f"server: warm overhead ... ({time.perf_counter() - started:.0f} s so far)", flush=True)
     results |= warm_overheads(layer)
+    print(f"server: layer size ... ({time.perf_counter() - started:.0f} s so far)", flush=True)
+    results |= layer_size_effect(layer)
     write_results("server", results)
     return results  # type: ignore[return-value]
 

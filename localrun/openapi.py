@@ -1,17 +1,29 @@
 """The OpenAPI document of the whole API, merged by Powertools from the three
-functions' resolvers (the routes, parameters and models in the code), with
-the error catalogue of idblocks_core.domain.errors; and that catalogue as the table
-of docs/errors.md. scripts/openapi.py prints them; the dev server serves the
-document."""
+functions' routes (each function's ``app``, idblocks_core.api.resolver.Api:
+its routes, their field declarations and the pydantic models of
+idblocks_core.api.schemas), with the error catalogue of
+idblocks_core.domain.errors; and that catalogue as the table of
+docs/errors.md. scripts/openapi.py prints them; the dev server serves the
+document.
+
+Development time only: the functions route and validate without Powertools'
+Event Handler and pydantic, which cost their cold start; here each route is
+declared again to a Powertools resolver, with a stand-in handler whose
+signature carries the parameters' and body's types, so that Powertools
+writes the document as it would for handlers written against it."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
 import sys
 from collections.abc import Mapping
+from typing import Annotated, Any
 
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.openapi import params as openapi_params
 from aws_lambda_powertools.event_handler.openapi.merge import OpenAPIMerge
 
 from localrun.invoke import load_module
@@ -56,12 +68,106 @@ def document(environment: Mapping[str, str] | None = None) -> dict:
     )
     functions = default_template().functions
     for logical_id in sorted(functions):
-        app = load_module(functions[logical_id]).app
+        app = powertools_resolver(load_module(functions[logical_id]).app)
         merge.add_schema(app.get_openapi_schema(title="idblocks", security_schemes=schemes))
     doc = tidy(json.loads(merge.get_openapi_json_schema()))
     if (os.environ if environment is None else environment).get("ALLOW_GET_NEXT", "true") == "false":
         del doc["paths"]["/counters/{name}/next"]["get"]
     return doc
+
+
+def documented(status: int, model: Any, *errors: int | str) -> dict[int, dict[str, Any]]:
+    """OpenAPI responses of a route: its success and the error codes it can
+    answer with, grouped by status, each status listing its codes and what
+    they mean (``x-error-codes`` holds them for machines). A bare status
+    stands for every code of the catalogue with that status."""
+    from idblocks_core.api.resolver import _ALWAYS
+    from idblocks_core.api.schemas import ErrorBody
+    from idblocks_core.domain.errors import ERROR_CODES
+
+    success: dict[str, Any] = {"description": "Success."}
+    if model is not None:
+        success["content"] = {JSON: {"model": model}}
+    responses: dict[int, dict[str, Any]] = {status: success}
+    codes: dict[int, list[str]] = {}
+    for error in (*errors, *_ALWAYS):
+        chosen = (
+            [e.code for e in ERROR_CODES.values() if e.status == error and e.source != "gateway"]
+            if isinstance(error, int)
+            else [error]
+        )
+        for code in chosen:
+            listed = codes.setdefault(ERROR_CODES[code].status, [])  # type: ignore[arg-type]
+            if code not in listed:
+                listed.append(code)
+    for error_status, listed in sorted(codes.items()):
+        responses[error_status] = {
+            "description": "\n".join(f"- `{code}`: {ERROR_CODES[code].meaning}" for code in listed),
+            "content": {JSON: {"model": ErrorBody}},
+            "x-error-codes": listed,
+        }
+    return responses
+
+
+JSON = "application/json"
+_PARAM_TYPES = {"path": openapi_params.Path, "query": openapi_params.Query, "header": openapi_params.Header}
+_KINDS: dict[str, Any] = {"text": str, "int": int}
+
+
+def _parameter(spec: Any) -> inspect.Parameter:
+    """A handler argument as Powertools reads one: the type, and the
+    parameter's place and schema in Annotated."""
+    kind = _KINDS[spec.kind]
+    optional = not spec.required and spec.default is None
+    annotation = Annotated[kind | None if optional else kind, _PARAM_TYPES[spec.where](**spec.doc)]
+    default = inspect.Parameter.empty if spec.required else spec.default
+    return inspect.Parameter(
+        spec.argument, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=annotation
+    )
+
+
+def _stand_in(route: Any) -> Any:
+    """A function with the route handler's name (Powertools derives the
+    operationId from it) and the signature Powertools documents."""
+    from idblocks_core.api import schemas
+
+    def handler(**_: Any) -> None:  # never called: only documented
+        raise NotImplementedError
+
+    parameters = [_parameter(spec) for spec in route.params if spec.required]
+    if route.body is not None:
+        model = schemas.REQUEST_MODELS[route.body]
+        parameters.append(
+            inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=model)
+        )
+    parameters += [_parameter(spec) for spec in route.params if not spec.required]
+    success = route.responses[1]
+    returns = Response[getattr(schemas, success)] if success else Response[None]
+    handler.__signature__ = inspect.Signature(parameters, return_annotation=returns)  # type: ignore[attr-defined]
+    handler.__name__ = handler.__qualname__ = route.handler.__name__
+    return handler
+
+
+def powertools_resolver(api: Any) -> APIGatewayRestResolver:
+    """A Powertools resolver declaring ``api``'s routes (one registration per
+    handler, with all its methods, as they were written for Powertools)."""
+    from idblocks_core.api import schemas
+
+    resolver = APIGatewayRestResolver(enable_validation=True)
+    by_handler: dict[Any, list[Any]] = {}
+    for route in api.routes:
+        by_handler.setdefault(route.handler, []).append(route)
+    for routes in by_handler.values():
+        route = routes[0]
+        status, model, *errors = route.responses
+        resolver.route(
+            route.rule,
+            method=[r.method for r in routes],
+            summary=route.summary,
+            responses=documented(status, getattr(schemas, model) if model else None, *errors),
+            security=route.security,
+        )(_stand_in(route))
+    return resolver
 
 
 def catalogue() -> dict[str, dict[str, object]]:

@@ -91,6 +91,11 @@ class Template:
         return {key: self._resolve(value, physical_names) for key, value in variables.items()}
 
     def _resolve(self, value: Any, physical_names: dict[str, str]) -> str:
+        """A value as CloudFormation would give it: literals, Refs to
+        parameters (their defaults, or the overrides) and to resources
+        (``physical_names``), and Fn::If on the template's Conditions."""
+        if isinstance(value, bool):
+            return str(value).lower()
         if isinstance(value, str | int | float):
             return str(value)
         if isinstance(value, dict) and set(value) == {"Ref"}:
@@ -99,7 +104,35 @@ class Template:
                 return self.parameters[ref]
             if ref in physical_names:
                 return physical_names[ref]
+        if isinstance(value, dict) and set(value) == {"Fn::If"}:
+            condition, if_true, if_false = value["Fn::If"]
+            return self._resolve(if_true if self.condition(condition) else if_false, physical_names)
         raise ValueError(f"cannot resolve {value!r} outside AWS; give it a local value")
+
+    def condition(self, name: str) -> bool:
+        """The value of one of the template's Conditions with its parameters'
+        values (defaults, or the overrides)."""
+        conditions = self.raw.get("Conditions", {})
+        if name not in conditions:
+            raise ValueError(f"template.yaml has no condition {name!r}")
+        return self._holds(conditions[name])
+
+    def _holds(self, expression: Any) -> bool:
+        if isinstance(expression, dict) and len(expression) == 1:
+            ((function, arguments),) = expression.items()
+            if function == "Condition":
+                return self.condition(arguments)
+            if function == "Fn::Equals":
+                left, right = (self._resolve(argument, {}) for argument in arguments)
+                return left == right
+            if function == "Fn::Not":
+                (inner,) = arguments
+                return not self._holds(inner)
+            if function == "Fn::And":
+                return all(self._holds(inner) for inner in arguments)
+            if function == "Fn::Or":
+                return any(self._holds(inner) for inner in arguments)
+        raise ValueError(f"cannot evaluate the condition {expression!r} outside AWS")
 
 
 @functools.cache

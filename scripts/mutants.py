@@ -174,9 +174,9 @@ MUTANTS = [
     Mutant(
         "extra-fields-accepted",
         "unknown body fields are silently ignored",
-        "layers/core/idblocks_core/api/schemas.py",
-        'model_config = ConfigDict(extra="forbid")',
-        'model_config = ConfigDict(extra="ignore")',
+        "layers/core/idblocks_core/api/resolver.py",
+        "problems += [_UnknownField(key) for key in data if key not in declared]",
+        "problems += []",
         ("tests/unit/test_allocation_routes.py", "tests/unit/test_admin_routes.py"),
     ),
     Mutant(

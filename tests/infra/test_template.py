@@ -132,7 +132,8 @@ def test_functions_run_python313_arm64_with_the_layer_and_tracing(template):
     globals_ = template.raw["Globals"]["Function"]
     assert globals_["Runtime"] == "python3.13"
     assert globals_["Architectures"] == ["arm64"]
-    assert globals_["Tracing"] == "Active"
+    assert globals_["Tracing"] == {"Ref": "Tracing"}
+    assert template.parameters["Tracing"] == "Active"
     assert globals_["Layers"] == [{"Ref": "CoreLayer"}]
     env = globals_["Environment"]["Variables"]
     assert {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE", "POWERTOOLS_LOG_LEVEL"} <= set(env)

@@ -77,4 +77,38 @@ def test_the_breakdown_adds_up_to_the_total_it_reports():
     assert len(steps) == len(server.BREAKDOWN) + 1
     assert results["cold_next_ms_breakdown_total"] == 520.0
     assert round(sum(steps), 1) == 520.0
-    assert results["cold_next_ms_boto3_import"] == 250.0
+    assert results["cold_next_ms_botocore_import"] == 250.0
+
+
+def test_the_layer_variants_drop_only_what_they_say(tmp_path):
+    """The layer-size experiment compares the layer with copies that lack
+    the packages no function imports, or botocore's other service models:
+    each copy must lack exactly that, and the layer itself stay whole."""
+    from bench import server
+
+    layer = tmp_path / "layer-x" / "python"
+    for relative in (
+        "pydantic/main.py",
+        "pydantic_core/core.py",
+        "pydantic-2.dist-info/METADATA",
+        "botocore/client.py",
+        "botocore/data/endpoints.json",
+        "botocore/data/dynamodb/2012-08-10/service-2.json",
+        "botocore/data/s3/2006-03-01/service-2.json",
+        "idblocks_core/core.py",
+    ):
+        (layer / relative).parent.mkdir(parents=True, exist_ok=True)
+        (layer / relative).write_text("x")
+
+    def files(root):
+        return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+    whole = files(layer)
+    variants = server.layer_variants(layer)
+    assert files(variants["full"]) == whole
+    assert files(variants["unimported_removed"]) == [
+        f for f in whole if not f.startswith(("pydantic/", "pydantic_core/", "pydantic-2"))
+    ]
+    assert files(variants["dynamodb_model_only"]) == [
+        f for f in whole if not f.startswith("botocore/data/s3/")
+    ]

@@ -1,5 +1,8 @@
-"""The API's request and response bodies. They validate requests and, through
-Powertools, generate the OpenAPI document (docs/openapi.json).
+"""The API's request and response bodies as pydantic models, from which
+Powertools generates the OpenAPI document (docs/openapi.json) at development
+time. No handler imports this module: requests are validated from the same
+declarations (api/fields.py) without pydantic, which the request models here
+are built from, so the two cannot drift apart.
 
 Integers are strict: "5", 5.0 and true are not counts. Bounds that depend on
 the deployment (MaxBatchSize) or on a counter's state are checked by the core,
@@ -8,66 +11,48 @@ which answers with the same error shape.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, create_model
 
-from idblocks_core.domain.rules import CACHE_MAX, LIMIT_MAX_ID, NAME_PATTERN
+from idblocks_core.api.fields import BODIES
+from idblocks_core.api.fields import Field as FieldSpec
 
 # The upper bound (2^63-1) is checked by the core, not stated in the schema:
 # the OpenAPI document would round it to a float, 2^63, one too many.
 PositiveId = Annotated[StrictInt, Field(ge=1)]
-CacheSetting = Annotated[
-    StrictInt,
-    Field(
-        ge=1,
-        le=CACHE_MAX,
-        description=(
-            "How many IDs each function environment takes at a time for next, and serves from memory: "
-            "one write per that many IDs. 1 (the default) is a write per ID. Above 1, IDs from next are "
-            "unique but increase only per environment, and unused cached IDs become gaps "
-            "(docs/guarantees.md)."
-        ),
-    ),
-]
 
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class BatchRequest(_Body):
-    count: Annotated[
-        StrictInt, Field(ge=1, description="How many IDs; at most the deployment's MaxBatchSize.")
-    ]
+def _annotation(spec: FieldSpec) -> Any:
+    """The pydantic type of a body field of api/fields.py, by its kind."""
+    kinds = {"positive_int": PositiveId, "text": str}
+    if spec.required:
+        return Annotated[kinds[spec.kind], Field(**spec.doc)]
+    # An optional field without a default may be sent as null; one with a
+    # default takes only its own kind.
+    kind = kinds[spec.kind] | None if spec.default is None else kinds[spec.kind]
+    return (kind, Field(default=spec.default, **spec.doc))
 
 
-class CreateCounterRequest(_Body):
-    name: Annotated[str, Field(pattern=NAME_PATTERN, description="1-128 of A-Z a-z 0-9 _ . -, not . or ..")]
-    start: PositiveId | None = Field(
-        default=None,
-        description=(
-            f"First ID to hand out, at most {LIMIT_MAX_ID}. "
-            "Default 1, or right after a deleted counter's last ID."
-        ),
-    )
-    max: PositiveId | None = Field(
-        default=None, description=f"Last ID the counter may hand out, at most {LIMIT_MAX_ID}. Default 2^53-1."
-    )
-    cache: CacheSetting | None = None
+def _body_model(name: str, fields: tuple[FieldSpec, ...]) -> type[BaseModel]:
+    definitions = {
+        spec.name: (_annotation(spec), ...) if spec.required else _annotation(spec) for spec in fields
+    }
+    return create_model(name, __base__=_Body, __module__=__name__, **definitions)
 
 
-class SetNextRequest(_Body):
-    """At least one of the two."""
-
-    next: (
-        Annotated[
-            StrictInt,
-            Field(ge=1, description="The next ID to hand out; may only move forward, and at most max + 1."),
-        ]
-        | None
-    ) = None
-    cache: CacheSetting | None = None
+BatchRequest = _body_model("BatchRequest", BODIES["BatchRequest"])
+CreateCounterRequest = _body_model("CreateCounterRequest", BODIES["CreateCounterRequest"])
+SetNextRequest = _body_model("SetNextRequest", BODIES["SetNextRequest"])
+REQUEST_MODELS: dict[str, type[BaseModel]] = {
+    "BatchRequest": BatchRequest,
+    "CreateCounterRequest": CreateCounterRequest,
+    "SetNextRequest": SetNextRequest,
+}
 
 
 class NextResult(BaseModel):
