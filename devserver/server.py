@@ -44,7 +44,7 @@ class InProcessRunner:
     """What LocalApigwService needs of a Lambda runner: ``invoke`` and
     ``is_debugging``. Requests are run one at a time, as one warm container
     would run them: the handlers keep per-invocation state on module objects
-    (the resolver's current event, Powertools' metric set), which concurrent
+    (Powertools' metric set, the logger's correlation id), which concurrent
     threads would mix up. ``after_invoke`` runs before the response leaves.
 
     Powertools prints metrics to stdout as CloudWatch EMF lines, which in AWS

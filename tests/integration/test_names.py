@@ -146,6 +146,7 @@ def test_every_allowed_name_round_trips_through_the_client(dev, name):
             "exhausted": False,
             "step": 1,
             "residue": 0,
+            "cache": 1,
             "created_at": "",
             "updated_at": "",
         }

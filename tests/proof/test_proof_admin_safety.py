@@ -77,7 +77,7 @@ ALLOWED = {
     "back": {409},  # never moved back
     "back-missing": {404, 409},
     "delete": {204},
-    "delete-missing": {404},
+    "delete-missing": {404, 204},  # as for raise: re-created meanwhile, then deleted
     "create": {201, 409},
     "create_low": {409},  # exists, or below the high-water mark
     "create_high": {201, 409},
