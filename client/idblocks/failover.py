@@ -19,6 +19,7 @@ B then answers costs the IDs of A's block (a gap), never a duplicate.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from collections.abc import Iterable
 from typing import Any
 
@@ -56,18 +57,27 @@ class FailoverBackend:
         with self._lock:
             first = self._current
         failure: ServiceUnavailable | None = None
+        # Capacity refusals of the regions tried first: the block (or the
+        # failure) reports them all, so a Sequence learns that its load is
+        # too much for the counters even when another region answered.
+        refusals = 0
         for offset in range(len(self.backends)):
             index = (first + offset) % len(self.backends)
             try:
                 block = self.backends[index].allocate(counter, count, idempotency_key=idempotency_key)
             except ServiceUnavailable as exc:
                 failure = exc
+                refusals += exc.capacity_refusals
                 continue
             if offset:
                 with self._lock:
                     # Later requests start where this one succeeded.
                     self._current = index
                     self.failovers += 1
+            if refusals:
+                block = replace(block, capacity_refusals=block.capacity_refusals + refusals)
             return block
         assert failure is not None  # the loop ran at least once and every pass failed
-        raise ServiceUnavailable(f"every region is unavailable; the last said: {failure}") from failure
+        raise ServiceUnavailable(
+            f"every region is unavailable; the last said: {failure}", capacity_refusals=refusals
+        ) from failure
