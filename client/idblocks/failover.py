@@ -19,8 +19,8 @@ B then answers costs the IDs of A's block (a gap), never a duplicate.
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from idblocks.backend import Backend, Block, HttpBackend
