@@ -53,7 +53,13 @@ class FailoverBackend:
         ServiceUnavailable once every region has failed this request.
         Anything else a region answers (exhausted, bad request, a refused
         region configuration) is raised at once: another region would not
-        make it right."""
+        make it right.
+
+        A region that answers after refusing some attempts for capacity is
+        hot, not down: its block is returned and nothing moves. Only a
+        request it gave up on moves on, as any unavailability does (each
+        region has its own counter item); the refusals of every region
+        tried are added to what is returned, so that the Sequence backs off."""
         with self._lock:
             first = self._current
         failure: ServiceUnavailable | None = None

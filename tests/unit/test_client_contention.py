@@ -227,3 +227,16 @@ def test_failover_passes_on_the_refusals_of_every_region_it_tried():
     with pytest.raises(ServiceUnavailable) as raised:
         failover.allocate("orders", 10, idempotency_key="k2")
     assert raised.value.capacity_refusals == 2
+
+
+def test_a_region_answering_after_capacity_refusals_is_not_failed_over():
+    """Refusals inside a request the region answered are load, not an
+    outage: the block comes from that region and the current one stays."""
+    a, b = MemoryBackend(step=2), MemoryBackend(start=2, step=2)
+    a.fail_next(1, THROTTLED)
+    failover = FailoverBackend([a, b])
+    block = failover.allocate("orders", 10, idempotency_key="k")
+    assert (block, block.capacity_refusals) == (Block(1, 19, 2), 1)
+    assert failover.failovers == 0
+    assert failover.current is a
+    assert b.calls == 0
