@@ -47,6 +47,9 @@ answered 503 with Retry-After: 1. A Sequence's backend (its RetryPolicy: the
 real object, with a seeded generator) retries a 503 or a refusal after
 ``RetryPolicy.delay``, up to its attempts and deadline; a Sequence whose
 request still failed repeats it (same count and key) while its caller waits.
+How many attempts of a block request were refused (503s and refusals, as
+HttpBackend counts 503s and 429s) goes to the real BlockSizer.contended when
+the request ends, answered or not, where a Sequence passes it on.
 
 Clients join at uniformly random times during the first RAMP seconds, and
 every figure is over the window from WARM_UP to END seconds (so start-up is
