@@ -47,6 +47,9 @@ answered 503 with Retry-After: 1. A Sequence's backend (its RetryPolicy: the
 real object, with a seeded generator) retries a 503 or a refusal after
 ``RetryPolicy.delay``, up to its attempts and deadline; a Sequence whose
 request still failed repeats it (same count and key) while its caller waits.
+How many attempts of a block request were refused (503s and refusals, as
+HttpBackend counts 503s and 429s) goes to the real BlockSizer.contended when
+the request ends, answered or not, where a Sequence passes it on.
 
 Clients join at uniformly random times during the first RAMP seconds, and
 every figure is over the window from WARM_UP to END seconds (so start-up is
@@ -98,7 +101,7 @@ from typing import Any
 
 from bench.common import machine_facts, write_results
 from idblocks.retry import RetryPolicy
-from idblocks.sequence import Sequence, prefetch_tail, smoothed_latency
+from idblocks.sequence import MAX_RUNWAY, Sequence, prefetch_tail, smoothed_latency
 
 # The service's own modules (its layer), as the functions import them.
 _LAYER = str(Path(__file__).resolve().parent.parent / "layers" / "core")
@@ -469,13 +472,16 @@ class _Call:
     503 (after its Retry-After) and on refusals, as RetryPolicy decides.
     ``done(ok, when)`` is told the outcome as soon as it is known."""
 
-    __slots__ = ("attempt", "count", "done", "env", "keyed", "retried", "started")
+    __slots__ = ("attempt", "count", "done", "env", "keyed", "refusals", "retried", "started")
 
     def __init__(
         self, env: _Env, count: int, keyed: bool, done: Callable[[bool, float], None], *, retried: bool = True
     ) -> None:
         self.env, self.count, self.keyed, self.done, self.retried = env, count, keyed, done, retried
         self.attempt = 0
+        # Attempts refused for capacity (503, or no environment: a 429), as
+        # HttpBackend counts them on the block or the failure it returns.
+        self.refusals = 0
         self.started = env.sim.now
         env.service.call(count, keyed, self._answered, self.started)
 
@@ -489,6 +495,7 @@ class _Call:
         if status == OK:
             self.done(True, when)
             return
+        self.refusals += 1
         policy = env.policy
         self.attempt += 1
         if not self.retried or self.attempt == policy.attempts:
@@ -573,6 +580,7 @@ class BlockClient:
         self.ready: deque[int] = deque()  # fetched, not started (sizes)
         self.pending: int | None = None  # the size of the request made and not answered
         self.fetching = False
+        self.call: _Call | None = None  # the request made and not answered
         self.sent = 0.0
         self.size = 0  # the current block, while it lasts
         # Demand waits from stalled_since while stalled; IDs flow from memory
@@ -633,13 +641,17 @@ class BlockClient:
             self.pending = self.sequence._size_for(1)
             self.sequence.sizer.demand_from(self.env.sim.now)
         self.fetching, self.sent = True, self.env.sim.now
-        _Call(self.env, self.pending, True, self._answered)
+        self.call = _Call(self.env, self.pending, True, self._answered)
 
     def _answered(self, ok: bool, when: float) -> None:
-        self.env.sim.at(when, self._landed, ok)
+        call = self.call
+        assert call is not None
+        self.env.sim.at(when, self._landed, ok, call.refusals)
 
-    def _landed(self, ok: bool) -> None:
+    def _landed(self, ok: bool, refusals: int) -> None:
         self.fetching = False
+        # Where the Sequence tells its sizer, with what its backend counted.
+        self.sequence.sizer.contended(refusals)
         if not ok:
             # The Sequence keeps the request; a caller waiting asks again.
             if self.stalled and self.size == 0:
@@ -806,6 +818,7 @@ def model_facts(model: Model) -> dict[str, Any]:
     defaults = inspect.signature(Sequence.__init__).parameters
     for name in ("initial_block", "min_block", "max_block", "runway", "prefetch_at"):
         facts[f"model.sequence_{name}"] = defaults[name].default
+    facts["model.sequence_max_runway"] = MAX_RUNWAY
     return facts
 
 

@@ -19,7 +19,7 @@ import os
 import re
 import uuid
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode, urlparse
 
@@ -48,6 +48,10 @@ class Block:
     start: int
     end: int
     step: int = 1
+    # Attempts of the request for this block that the service refused for
+    # capacity (429, 503) before answering it: the counter is hot. Not part
+    # of the block's identity.
+    capacity_refusals: int = field(default=0, compare=False)
 
     def __len__(self) -> int:
         return (self.end - self.start) // self.step + 1
@@ -205,7 +209,7 @@ class HttpBackend:
     def allocate(self, counter: str, count: int, *, idempotency_key: str | None = None) -> Block:
         """POST /counters/{counter}/batch. Safe to call again with the same key."""
         path = f"/counters/{_name(counter)}/batch"
-        body = self.request("POST", path, {"count": count}, idempotency_key=idempotency_key or new_key())
+        body, refusals = self._send("POST", path, {"count": count}, idempotency_key or new_key(), True)
         start, end = _int_field(body, "start", path), _int_field(body, "end", path)
         # A service from before regions existed sends no step: its blocks are consecutive.
         step = _int_field(body, "step", path) if "step" in body else 1
@@ -215,7 +219,7 @@ class HttpBackend:
             raise UnexpectedResponse(
                 f"POST {path} answered a block [{start}, {end}] that step {step} does not fit"
             )
-        return Block(start, end, step)
+        return Block(start, end, step, capacity_refusals=refusals)
 
     def next(self, counter: str, *, idempotency_key: str | None = None) -> int:
         path = f"/counters/{_name(counter)}/next"
@@ -281,6 +285,15 @@ class HttpBackend:
         outcome unknown; it is retried only when repeating is harmless:
         ``retry_unknown_outcome``, by default true for GET and PUT (reads and
         raise-only writes) and for anything with an Idempotency-Key."""
+        if retry_unknown_outcome is None:
+            retry_unknown_outcome = idempotency_key is not None or method in ("GET", "PUT")
+        return self._send(method, path, body, idempotency_key, retry_unknown_outcome)[0]
+
+    def _send(
+        self, method: str, path: str, body: Any, idempotency_key: str | None, retry_unknown_outcome: bool
+    ) -> tuple[Any, int]:
+        """request(), and how many attempts were refused for capacity before
+        the answer (a ServiceUnavailable carries that count too)."""
         url = self.endpoint + path
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
@@ -288,12 +301,11 @@ class HttpBackend:
             headers["Content-Type"] = "application/json"
         if idempotency_key is not None:
             headers["Idempotency-Key"] = idempotency_key
-        if retry_unknown_outcome is None:
-            retry_unknown_outcome = idempotency_key is not None or method in ("GET", "PUT")
         policy = self.retry
         started = policy.clock()
         failure = "no attempt made"
         server_errors = 0
+        refusals = 0
         for attempt in range(policy.attempts):
             retry_after = None
             try:
@@ -304,17 +316,22 @@ class HttpBackend:
             except HTTPError as exc:
                 failure = f"{type(exc).__name__} talking to {self.endpoint}: {exc}"
                 if not retry_unknown_outcome:
-                    raise ServiceUnavailable(failure + " (the request may have been applied)") from exc
+                    raise ServiceUnavailable(
+                        failure + " (the request may have been applied)", capacity_refusals=refusals
+                    ) from exc
             else:
                 if response.status < 300:
-                    return _json_of(response, method, path)
+                    return _json_of(response, method, path), refusals
                 code, message = _error_of(response)
+                if _capacity_refusal(response.status, code):
+                    refusals += 1
                 if response.status == SERVER_ERROR and retry_unknown_outcome:
                     server_errors += 1
                     if server_errors == policy.server_error_attempts:
                         raise ServiceUnavailable(
                             f"{method} {path} answered {code}: {message} (HTTP 500) {server_errors} times"
-                            + (" (the request may have been applied)" if method == "POST" else "")
+                            + (" (the request may have been applied)" if method == "POST" else ""),
+                            capacity_refusals=refusals,
                         )
                 elif not _retryable(response.status, code):
                     raise error_for(response.status, code, message)
@@ -328,7 +345,9 @@ class HttpBackend:
                     failure += f"; asked to retry after {wait:g} s, past the {policy.deadline:g} s deadline"
                 break
             policy.sleep(wait)
-        raise ServiceUnavailable(f"{method} {path} failed after {attempt + 1} attempt(s): {failure}")
+        raise ServiceUnavailable(
+            f"{method} {path} failed after {attempt + 1} attempt(s): {failure}", capacity_refusals=refusals
+        )
 
     def close(self) -> None:
         self._http.clear()
@@ -351,6 +370,14 @@ def _retryable(status: int, code: str) -> bool:
     # 409 request_in_progress: the same request (same Idempotency-Key) is still
     # running; asking again soon gets its answer.
     return status in RETRY_STATUSES or (status == 409 and code == "request_in_progress")
+
+
+def _capacity_refusal(status: int, code: str) -> bool:
+    # Throttled (by the stage or the account), or the service's own answer
+    # when the counter's item refused the write: too much load for the
+    # capacity, which a longer runway eases. A 502/504 or an API Gateway 503
+    # without the service's code says nothing about load.
+    return status == 429 or (status == 503 and code == "service_unavailable")
 
 
 def new_key() -> str:

@@ -65,7 +65,13 @@ class CounterExhausted(Conflict):
 
 class ServiceUnavailable(IdBlocksError):
     """The service could not be reached, or kept answering 429/5xx, for as
-    long as the retry policy allows."""
+    long as the retry policy allows. ``capacity_refusals`` counts the
+    attempts it refused for capacity (429, 503): a counter or a service too
+    busy for the load, not an endpoint that is down."""
+
+    def __init__(self, *args: object, capacity_refusals: int = 0) -> None:
+        super().__init__(*args)
+        self.capacity_refusals = capacity_refusals
 
 
 class UnexpectedResponse(IdBlocksError):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from idblocks.backend import Backend, Block, HttpBackend
@@ -52,22 +53,37 @@ class FailoverBackend:
         ServiceUnavailable once every region has failed this request.
         Anything else a region answers (exhausted, bad request, a refused
         region configuration) is raised at once: another region would not
-        make it right."""
+        make it right.
+
+        A region that answers after refusing some attempts for capacity is
+        hot, not down: its block is returned and nothing moves. Only a
+        request it gave up on moves on, as any unavailability does (each
+        region has its own counter item); the refusals of every region
+        tried are added to what is returned, so that the Sequence backs off."""
         with self._lock:
             first = self._current
         failure: ServiceUnavailable | None = None
+        # Capacity refusals of the regions tried first: the block (or the
+        # failure) reports them all, so a Sequence learns that its load is
+        # too much for the counters even when another region answered.
+        refusals = 0
         for offset in range(len(self.backends)):
             index = (first + offset) % len(self.backends)
             try:
                 block = self.backends[index].allocate(counter, count, idempotency_key=idempotency_key)
             except ServiceUnavailable as exc:
                 failure = exc
+                refusals += exc.capacity_refusals
                 continue
             if offset:
                 with self._lock:
                     # Later requests start where this one succeeded.
                     self._current = index
                     self.failovers += 1
+            if refusals:
+                block = replace(block, capacity_refusals=block.capacity_refusals + refusals)
             return block
         assert failure is not None  # the loop ran at least once and every pass failed
-        raise ServiceUnavailable(f"every region is unavailable; the last said: {failure}") from failure
+        raise ServiceUnavailable(
+            f"every region is unavailable; the last said: {failure}", capacity_refusals=refusals
+        ) from failure

@@ -19,7 +19,8 @@ IDs are handed out in block order, which is why they increase on each thread.
 
 Block sizes adapt: each is sized to last ``runway`` seconds at the measured
 rate, within [min_block, max_block]; a busy client makes few requests, an
-idle one holds few unused IDs.
+idle one holds few unused IDs. A block request the service refused for
+capacity (the counter is hot) lengthens the runway, up to ``max_runway``.
 
 A process forked from one holding a Sequence starts it afresh: it drops the
 blocks, the request and the prefetcher it inherited (the parent still owns
@@ -69,6 +70,12 @@ def _joined(first: range, then: range) -> range:
 # The service's default MaxBatchSize.
 DEFAULT_MAX_BATCH = 1_000_000
 
+# The longest a block is sized to last, by default, however hot the counter:
+# blocks of a few minutes let a fleet of 10^4 busy clients share one counter's
+# ~1,000 writes/s (clients / runway writes/s) with room to spare, and a client
+# stopping leaves at most that long's worth of IDs unused.
+MAX_RUNWAY = 300.0
+
 # How long close() waits, by default, for a block request on the network to be
 # answered, so that the block it brings is counted: HttpBackend's default
 # timeout for one request.
@@ -110,16 +117,38 @@ def gil_enabled() -> bool:
 class BlockSizer:
     """How many IDs to ask for next: enough for ``runway`` seconds at the
     consumption rate seen so far (a moving average), growing at most
-    ``max_growth`` times per block so one burst does not over-reserve."""
+    ``max_growth`` times per block so one burst does not over-reserve.
+
+    The runway lengthens when the counter is hot: every capacity refusal a
+    block request met (``contended``) doubles it, up to ``max_runway``
+    (``runway`` itself when None). A fleet of clients costs the counter
+    about clients / runway writes a second, so a fleet too big for the
+    counter's ~1,000 writes/s needs longer runways, and each client learns
+    it from the refusals it meets. The runway never shortens again: a fleet
+    that was too big a minute ago still is, and growing back towards the
+    short runway would bring the refusals back (bench/scale.py). What it
+    costs is bigger blocks, and more IDs unused when the client stops."""
 
     def __init__(
-        self, initial: int, minimum: int, maximum: int, runway: float, max_growth: float = 8.0
+        self,
+        initial: int,
+        minimum: int,
+        maximum: int,
+        runway: float,
+        max_growth: float = 8.0,
+        max_runway: float | None = None,
     ) -> None:
         if not 1 <= minimum <= initial <= maximum:
             raise ValueError("block sizes must satisfy 1 <= min_block <= initial_block <= max_block")
-        if runway <= 0:
+        if not runway > 0:
             raise ValueError("runway must be positive")
+        if max_runway is None:
+            max_runway = runway
+        elif not max_runway >= runway:
+            raise ValueError(f"max_runway ({max_runway!r}) must be at least runway ({runway!r})")
         self.minimum, self.maximum, self.runway, self.max_growth = minimum, maximum, runway, max_growth
+        self.max_runway = max_runway
+        self.current_runway = runway  # runway, lengthened by capacity refusals
         self.last = initial
         self.rate: float | None = None  # IDs per second
         self._since: float | None = None  # where the interval the next observation covers begins
@@ -149,9 +178,18 @@ class BlockSizer:
         sample = consumed / max(seconds, 1e-6)
         self.rate = sample if self.rate is None else 0.5 * self.rate + 0.5 * sample
 
+    def contended(self, refusals: int) -> None:
+        """The last block request was refused ``refusals`` times for
+        capacity (answered in the end or not): double the runway for each,
+        up to max_runway. Each refusal counts, not each request: a request
+        refused again and again meets a counter far over its budget."""
+        if refusals > 0:
+            # Bounded exponent: past 2**64 every runway is at max_runway anyway.
+            self.current_runway = min(self.max_runway, self.current_runway * 2.0 ** min(refusals, 64))
+
     def next_size(self) -> int:
         if self.rate is not None:
-            wanted = self.rate * self.runway
+            wanted = self.rate * self.current_runway
             wanted = min(wanted, self.last * self.max_growth)
             self.last = int(min(self.maximum, max(self.minimum, wanted)))
         return self.last
@@ -197,7 +235,7 @@ def _fresh(error: BaseException) -> BaseException:
     if isinstance(error, ServiceError):
         return type(error)(error.status, error.code, error.message)
     if isinstance(error, ServiceUnavailable):
-        return ServiceUnavailable(*error.args)
+        return ServiceUnavailable(*error.args, capacity_refusals=error.capacity_refusals)
     return error
 
 
@@ -242,6 +280,7 @@ class Sequence:
         min_block: int = 1,
         max_block: int = 1_000_000,
         runway: float = 5.0,
+        max_runway: float | None = None,
         prefetch_at: float = 0.5,
         wait_timeout: float = 60.0,
         max_batch: int = DEFAULT_MAX_BATCH,
@@ -254,7 +293,10 @@ class Sequence:
         ``wait_timeout`` bounds how long a call waits for a block another
         thread is fetching; a call's own request is bounded by the backend's
         retry policy. ``max_batch`` is the service's MaxBatchSize: the
-        largest ``take(n)``."""
+        largest ``take(n)``. ``runway`` is how many seconds a block should
+        last; each capacity refusal a block request meets (the counter is
+        hot) doubles it, up to ``max_runway`` (by default MAX_RUNWAY, or
+        ``runway`` if that is longer)."""
         if block_size is not None:
             initial_block = min_block = max_block = block_size
         if not 0 <= prefetch_at <= 1:
@@ -268,7 +310,9 @@ class Sequence:
         self.wait_timeout = wait_timeout
         self.max_batch = max_batch
         self.clock = clock
-        self.sizer = BlockSizer(initial_block, min_block, max_block, runway)
+        if max_runway is None:
+            max_runway = max(MAX_RUNWAY, runway)
+        self.sizer = BlockSizer(initial_block, min_block, max_block, runway, max_runway=max_runway)
         self._ceiling = max_batch  # lowered when the service refuses a size as too large
         self._room: int | None = None  # at most what the counter seems to have left
         self._take_hint = 0  # the last take(n): blocks are asked for at least that
@@ -523,6 +567,9 @@ class Sequence:
             self._fetching = False
             self._answers += 1
             self._changed.notify_all()
+            if isinstance(outcome, Block | ServiceUnavailable):
+                # Answered after capacity refusals, or failed with them.
+                self.sizer.contended(outcome.capacity_refusals)
             if isinstance(outcome, Block):
                 self._pending = None
                 self._failure = None

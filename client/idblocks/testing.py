@@ -6,6 +6,7 @@ Idempotency-Key gets the same block back."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -14,7 +15,12 @@ from idblocks.backend import Block
 from idblocks.errors import CounterExhausted, InvalidRequest, ServiceUnavailable
 
 # Fault kinds for MemoryBackend.fail_next
-UNAVAILABLE = "unavailable"  # refused before anything was taken
+# Refused before anything was taken, as a throttled service refuses (503):
+# the ServiceUnavailable counts one capacity refusal.
+UNAVAILABLE = "unavailable"
+# Refused for capacity once, retried by the backend and then answered: the
+# block counts one capacity refusal, as HttpBackend's does after a 503.
+THROTTLED = "throttled"
 LOST_RESPONSE = "lost_response"  # the block was taken, the answer never arrived
 
 
@@ -44,7 +50,7 @@ class MemoryBackend:
         self.blocks: list[Block] = []  # every block taken, in order
 
     def fail_next(self, times: int = 1, kind: str = UNAVAILABLE) -> None:
-        if kind not in (UNAVAILABLE, LOST_RESPONSE):
+        if kind not in (UNAVAILABLE, THROTTLED, LOST_RESPONSE):
             raise ValueError(f"unknown fault {kind!r}")
         with self._lock:
             self._faults.extend([kind] * times)
@@ -60,7 +66,7 @@ class MemoryBackend:
             self.calls += 1
             fault = self._faults.popleft() if self._faults else None
             if fault == UNAVAILABLE:
-                raise ServiceUnavailable("injected: service unavailable")
+                raise ServiceUnavailable("injected: service unavailable", capacity_refusals=1)
             if not 1 <= count <= self.max_batch:
                 raise InvalidRequest(
                     400, "invalid_count", f"count must be an integer from 1 to {self.max_batch}"
@@ -79,4 +85,6 @@ class MemoryBackend:
                 self.blocks.append(block)
             if fault == LOST_RESPONSE:
                 raise ServiceUnavailable("injected: the response was lost")
+            if fault == THROTTLED:
+                return dataclasses.replace(block, capacity_refusals=1)
             return block

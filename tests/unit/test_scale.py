@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -190,3 +191,33 @@ def test_smoke_every_mode_writes_flat_results_and_a_plot(tmp_path, monkeypatch):
     assert written["seed"] == scale.SEED
     assert isinstance(written["goal_cached_next_1000_1e5_ids_per_s_met"], bool)
     assert (tmp_path / "scale.png").stat().st_size > 10_000
+
+
+def test_capacity_refusals_reach_the_clients_block_sizer(monkeypatch):
+    """20 adaptive clients at 1,000 IDs/s with the default 5 s runway want 4
+    writes a second from an item that admits 2. The simulation tells the
+    real BlockSizer.contended how many attempts of each block request were
+    refused, where a Sequence does: the runways lengthen, the throttling
+    ends within the first minute and the item is written well under its
+    budget. With contended patched to do nothing, the same run stays
+    throttled to its end at the full budget."""
+    model = replace(FIXED, write_budget=2.0, burst=2.0, block_run=Run(ramp=0.0, warm_up=60.0, end=120.0))
+    told = []
+    real_contended = BlockSizer.contended
+
+    def recorded(self, refusals):
+        told.append(refusals)
+        real_contended(self, refusals)
+
+    monkeypatch.setattr(BlockSizer, "contended", recorded)
+    adapted = simulate(MODES_BY_NAME["client_adaptive"], 20, model)
+    assert sum(told) > 0  # refusals were passed on, not just zeros
+    assert len(told) >= adapted["block_requests"]  # once per answer, as Sequence._fetch does
+    assert adapted["last_throttled_s"] < model.block_run.warm_up + 30
+    assert adapted["item_writes_per_s"] < 1.0
+
+    monkeypatch.setattr(BlockSizer, "contended", lambda self, refusals: None)
+    deaf = simulate(MODES_BY_NAME["client_adaptive"], 20, model)
+    assert deaf["last_throttled_s"] >= model.block_run.end
+    assert deaf["item_writes_per_s"] == pytest.approx(2.0, abs=0.1)
+    assert deaf["requests_throttled_pct"] > adapted["requests_throttled_pct"]
