@@ -141,9 +141,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--max", type=_positive, help="last ID it may hand out (default: 2^53-1)")
     cache_help = (
         "IDs each service environment takes at a time for next, 1 to 1,000,000; above 1 next IDs "
-        "are unique but not in order across environments, and unused ones are skipped (default: 1)"
+        "are unique but not in order across environments, and unused ones are skipped"
     )
-    c.add_argument("--cache", type=_positive, help=cache_help)
+    c.add_argument("--cache", type=_positive, help=f"{cache_help} (default: 1)")
     c = commands.add_parser("get", help="read a counter")
     c.add_argument("name", help="counter name")
     c = commands.add_parser("list", help="list counters")
@@ -160,7 +160,7 @@ def parser() -> argparse.ArgumentParser:
         type=_positive,
         help="the next ID to hand out; never below the current one (default: unchanged)",
     )
-    c.add_argument("--cache", type=_positive, help=cache_help.replace("(default: 1)", "(default: unchanged)"))
+    c.add_argument("--cache", type=_positive, help=f"{cache_help} (default: unchanged)")
     c = commands.add_parser("delete", help="delete a counter (its high-water mark is kept)")
     c.add_argument("name", help="counter name")
     return p

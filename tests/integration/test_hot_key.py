@@ -42,29 +42,37 @@ def _run_threads(target, urls):
     assert not any(thread.is_alive() for thread in threads)
 
 
+def _call_next(urls, counter, calls, stop_after_refusals=None):
+    """Threads per server each POST `next` on ``counter`` up to ``calls``
+    times; returns the IDs answered and the responses that were not 200s.
+    With ``stop_after_refusals``, everyone stops once that many were seen."""
+    ids: list[int] = []
+    refused: list[requests.Response] = []
+    lock = threading.Lock()
+
+    def caller(url: str) -> None:
+        with requests.Session() as session:
+            for _ in range(calls):
+                response = session.post(f"{url}/counters/{counter}/next", timeout=60)
+                with lock:
+                    if response.status_code == 200:
+                        ids.append(response.json()["id"])
+                    else:
+                        refused.append(response)
+                    if stop_after_refusals is not None and len(refused) >= stop_after_refusals:
+                        return
+
+    _run_threads(caller, urls)
+    return ids, refused
+
+
 def test_uncached_next_on_a_hot_key_answers_503_with_retry_after_and_no_duplicate():
     """Many threads calling `next` on one counter, one item write per ID, go
     past the item's budget: DynamoDB's throttling reaches the caller as a 503
     with Retry-After once the function has no retries or time left, and every ID that
     was answered is distinct."""
-    ids: list[int] = []
-    refused: list[requests.Response] = []
-    lock = threading.Lock()
     with cluster(servers=SERVERS, item_write_limit=WRITES_PER_SECOND, server_args=SHORT_TIMEOUT) as hot:
-
-        def caller(url: str) -> None:
-            with requests.Session() as session:
-                for _ in range(MAX_CALLS):
-                    response = session.post(f"{url}/counters/hot/next", timeout=60)
-                    with lock:
-                        if response.status_code == 200:
-                            ids.append(response.json()["id"])
-                        else:
-                            refused.append(response)
-                        if len(refused) >= ENOUGH_REFUSALS:
-                            return
-
-        _run_threads(caller, hot.urls)
+        ids, refused = _call_next(hot.urls, "hot", MAX_CALLS, stop_after_refusals=ENOUGH_REFUSALS)
         throttled_writes = hot.dynamodb.write_limit.throttled
         high_water = hot.high_water("hot")
     assert refused, "no request was turned away: the budget did not bite"
@@ -105,25 +113,11 @@ def test_the_same_load_through_cached_next_gets_every_id_without_a_throttle():
     server (an environment) takes a block of 100 in one write and answers
     from it, its threads sharing the block. Every call is answered, every
     ID once, and the item's budget is never met."""
-    ids: list[int] = []
-    failed: list[requests.Response] = []
-    lock = threading.Lock()
     with cluster(servers=SERVERS, item_write_limit=WRITES_PER_SECOND, server_args=SHORT_TIMEOUT) as hot:
         body = {"name": "hot-cached", "cache": 100}
         created = requests.post(f"{hot.urls[0]}/admin/counters", json=body, timeout=60)
         assert (created.status_code, created.json().get("cache")) == (201, 100), created.text
-
-        def caller(url: str) -> None:
-            with requests.Session() as session:
-                for _ in range(CACHED_IDS_PER_THREAD):
-                    response = session.post(f"{url}/counters/hot-cached/next", timeout=60)
-                    with lock:
-                        if response.status_code == 200:
-                            ids.append(response.json()["id"])
-                        else:
-                            failed.append(response)
-
-        _run_threads(caller, hot.urls)
+        ids, failed = _call_next(hot.urls, "hot-cached", CACHED_IDS_PER_THREAD)
         throttled_writes = hot.dynamodb.write_limit.throttled
         high_water = hot.high_water("hot-cached")
     assert [(response.status_code, response.text) for response in failed] == []

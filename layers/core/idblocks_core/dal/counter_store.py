@@ -423,9 +423,7 @@ class CounterStore:
             ReturnValues="ALL_NEW",
         )
         if "failed" not in response:
-            written = response["Attributes"]
-            end = int(written["hwm"]["N"])
-            return Block(end - span + step, end, step=step, range_left_percent=_range_left_percent(written))
+            return self._taken(response["Attributes"], span)
         return self._refused_allocation(name, response["failed"], span, token, replay_window)
 
     def reserve_cached_block(self, name: str, token: str, replay_window: timedelta) -> Block:
@@ -454,15 +452,19 @@ class CounterStore:
         )
         if "failed" not in response:
             written = response["Attributes"]
-            end = int(written["hwm"]["N"])
             # The write does not change cache_span: what the item shows after it is what it added.
-            span = _cache_span_of(written, step)
-            return Block(end - span + step, end, step=step, range_left_percent=_range_left_percent(written))
+            return self._taken(written, _cache_span_of(written, step))
         item = response["failed"]
         # Any admin write in between removes the token, so a replayed write
         # added the cache_span the item still has.
         span = _cache_span_of(item, step) if item else step
         return self._refused_allocation(name, item, span, token, replay_window)
+
+    def _taken(self, written: Mapping[str, Any], span: int) -> Block:
+        """The block an allocation that added ``span`` to hwm took, from the
+        item as the write left it."""
+        end, step = int(written["hwm"]["N"]), self.step
+        return Block(end - span + step, end, step=step, range_left_percent=_range_left_percent(written))
 
     def _refused_allocation(
         self, name: str, item: Mapping[str, Any], span: int, token: str, replay_window: timedelta
@@ -600,7 +602,7 @@ class CounterStore:
         if not item or "deleted_at" in item:
             raise CounterNotFound(name)
         self._check_region(name, item)
-        if next_id is None or hwm is None:  # pragma: no cover - a live counter of this region takes any cache
+        if hwm is None:  # pragma: no cover - a live counter of this region takes any cache
             raise AssertionError("only a move of next can be refused on a live counter")
         old_hwm = int(item["hwm"]["N"])
         if old_hwm > hwm:
