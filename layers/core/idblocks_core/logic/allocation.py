@@ -16,6 +16,12 @@ with a counter's cache at N it is answered from a block of N held in
 memory, one write per N IDs; at 1 (the default) it is a write per ID, as
 without a cache. ``batch`` never is: a caller asking for a block gets its
 own write.
+
+Every request that is handed IDs leaves one allocation record, a log line
+(see ``_record``): which IDs of which counter, to whom, through which route
+and key, fresh or replayed. It is what answers "who took ID X" from
+CloudWatch Logs (the saved queries in template.yaml); a failed request is
+handed nothing and leaves none.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import hashlib
 import uuid
 from collections.abc import Callable
 from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -35,7 +42,7 @@ from idblocks_core.domain.errors import CounterDeleted, CounterExists, CounterNo
 from idblocks_core.domain.model import Block
 from idblocks_core.domain.rules import DEFAULT_MAX_ID, check_count, check_idempotency_key, check_name
 from idblocks_core.logic.next_cache import NextCache, Served
-from idblocks_core.observability import metrics
+from idblocks_core.observability import logger, metrics
 
 # Allocation may have to create (or revive) the counter first and then try
 # again; a few rounds cover any interleaving with concurrent creates/deletes.
@@ -48,6 +55,25 @@ CACHED_ROUTE = "next"
 # takes for it is written with it, so a retry of a request whose write
 # committed finds that write (see _reserve_for_next).
 _REQUEST_TOKEN: ContextVar[str | None] = ContextVar("request_token", default=None)
+
+# The message of every allocation record: what the saved queries filter on.
+ALLOCATION_RECORD = "allocation"
+
+# Where the IDs a request is handed came from (the record's ``source``).
+FROM_WRITE = "write"  # a write to the counter, for this request
+FROM_MEMORY = "memory"  # a block this environment holds (cached next)
+FROM_IDEMPOTENCY_RECORD = "idempotency_record"  # a keyed request answered again
+
+
+@dataclass(frozen=True)
+class _Handed:
+    block: Block
+    source: str
+
+
+# What the keyed step handed out, when it ran: unset, the idempotency
+# record answered instead, without running it.
+_HANDED_BY_STEP: ContextVar[_Handed | None] = ContextVar("handed_by_step", default=None)
 
 
 def allocation_token(caller: str, counter: str, key: str, count: int) -> str:
@@ -90,51 +116,99 @@ class IdAllocator:
         name = check_name(name)
         count = check_count(count, self.max_batch_size)
         if key is None:
-            if route == CACHED_ROUTE and count == 1:
-                return self._serve_next(name, route)
-            block = self.take_block(name, count)
-            self._count_fresh(route, block, name)
-            return block
-        request = {"caller": caller, "counter": name, "key": check_idempotency_key(key), "count": count}
+            handed = self._allocate(name, count, route)
+            replayed = False  # no earlier request can have had these IDs
+        else:
+            key = check_idempotency_key(key)
+            handed = self._hand_out_keyed(name, count, route, caller, key, invocation)
+            replayed = handed.source == FROM_IDEMPOTENCY_RECORD or handed.block.replayed
+        self._record(handed, name, route=route, caller=caller, key=key, replayed=replayed, request=invocation)
+        return handed.block
+
+    def _hand_out_keyed(
+        self, name: str, count: int, route: str, caller: str, key: str, invocation: Any
+    ) -> _Handed:
+        request = {"caller": caller, "counter": name, "key": key, "count": count}
         once = self._idempotent_step()
         self._idempotency_config.register_lambda_context(invocation)
         # Imported here, as the step is built: requests without a key (and
         # cold starts) skip loading the Idempotency utility.
         from idblocks_core.dal.idempotency import record_errors_as_domain_errors
 
-        with record_errors_as_domain_errors():
-            result = once(request=request, route=route)
+        reset = _HANDED_BY_STEP.set(None)
+        try:
+            with record_errors_as_domain_errors():
+                result = once(request=request, route=route)
+            handed = _HANDED_BY_STEP.get()
+        finally:
+            _HANDED_BY_STEP.reset(reset)
+        if handed is not None:
+            return handed
         # Records written before regions existed have no step: they came from a single region.
-        return Block(result["start"], result["end"], step=result.get("step", 1))
+        block = Block(result["start"], result["end"], step=result.get("step", 1))
+        return _Handed(block, FROM_IDEMPOTENCY_RECORD)
 
     def _hand_out_once(self, request: dict[str, Any], route: str) -> dict[str, int]:
         """Runs only when no record of the request exists: what it returns is
         the record, answered again to the request's retries."""
         token = allocation_token(request["caller"], request["counter"], request["key"], request["count"])
-        if route == CACHED_ROUTE and request["count"] == 1:
-            # The record keeps the ID this request was served, cached or
+        handed = self._allocate(request["counter"], request["count"], route, token=token)
+        _HANDED_BY_STEP.set(handed)
+        block = handed.block
+        return {"start": block.start, "end": block.end, "step": block.step}
+
+    def _allocate(self, name: str, count: int, route: str, token: str | None = None) -> _Handed:
+        if route == CACHED_ROUTE and count == 1:
+            # A keyed request's record keeps the ID it was served, cached or
             # not: its retries get that ID again, never a second one.
             reset = _REQUEST_TOKEN.set(token)
             try:
-                block = self._serve_next(request["counter"], route)
+                return self._serve_next(name, route)
             finally:
                 _REQUEST_TOKEN.reset(reset)
-        else:
-            block = self.take_block(request["counter"], request["count"], token=token)
-            self._count_fresh(route, block, request["counter"])
-        return {"start": block.start, "end": block.end, "step": block.step}
+        block = self.take_block(name, count, token=token)
+        self._count_fresh(route, block, name)
+        return _Handed(block, FROM_WRITE)
 
-    def _serve_next(self, name: str, route: str) -> Block:
+    @staticmethod
+    def _record(
+        handed: _Handed, name: str, *, route: str, caller: str, key: str | None, replayed: bool, request: Any
+    ) -> None:
+        """The allocation record: one log line per request handed IDs, its
+        fields as keys (never formatted into the message) so Logs Insights
+        filters and sums them. ``replayed``: an earlier attempt of the same
+        keyed request took these IDs, and this answer repeats them. No key is
+        an empty string, which no key can be: the Logger drops keys whose
+        value is None, and a query then could not tell "none" from "absent"."""
+        block = handed.block
+        logger.info(
+            ALLOCATION_RECORD,
+            extra={
+                "counter": name,
+                "first_id": block.start,
+                "last_id": block.end,
+                "count": block.count,
+                "step": block.step,
+                "route": route,
+                "caller": caller,
+                "idempotency_key": "" if key is None else key,
+                "replayed": replayed,
+                "source": handed.source,
+                "request_id": getattr(request, "aws_request_id", None),
+            },
+        )
+
+    def _serve_next(self, name: str, route: str) -> _Handed:
         served: Served = self.next_cache.next_id(name)
         if served.taken is None:
             metrics.add_dimension(name="route", value=route)
             metrics.add_metric(name="IdsServedFromCache", unit=MetricUnit.Count, value=1)
-        else:
-            self._count_fresh(route, served.taken, name)
-            if served.taken.count > 1 and not served.taken.replayed:
-                metrics.add_metric(name="CacheBlocksTaken", unit=MetricUnit.Count, value=1)
-        step = self.store.step
-        return Block(served.id, served.id, step=step)
+            return _Handed(Block(served.id, served.id, step=self.store.step), FROM_MEMORY)
+        self._count_fresh(route, served.taken, name)
+        if served.taken.count > 1 and not served.taken.replayed:
+            metrics.add_metric(name="CacheBlocksTaken", unit=MetricUnit.Count, value=1)
+        block = Block(served.id, served.id, replayed=served.taken.replayed, step=self.store.step)
+        return _Handed(block, FROM_WRITE)
 
     def _reserve_for_next(self, name: str, count: int | None) -> Block:
         """The cache's reserve: a block of ``count`` IDs, or of the counter's
