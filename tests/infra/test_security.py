@@ -26,6 +26,11 @@ REVIEWED = {
     },  # reserved concurrency: stage throttling
     "CKV_AWS_173": {"NextFunction", "BatchFunction", "AdminFunction"},  # env var KMS: no secrets there
     "CKV_AWS_119": {"CountersTable", "IdempotencyTable"},  # CMK: AWS managed key encrypts at rest
+    "CKV_AWS_158": {
+        "NextLogGroup",
+        "BatchLogGroup",
+        "AdminLogGroup",
+    },  # CMK: CloudWatch Logs encrypts at rest
 }
 
 
