@@ -1,12 +1,13 @@
-"""make bench: every benchmark, or those named: python -m bench [client] [server] [scale]"""
+"""make bench: every benchmark, or those named: python -m bench [client] [server] [scale] [cost]"""
 
 from __future__ import annotations
 
 import sys
 
-from bench import client, scale, server
+from bench import client, cost, scale, server
 
-BENCHMARKS = {"client": client.main, "server": server.main, "scale": scale.main}
+# cost reads scale's results: it runs after it.
+BENCHMARKS = {"client": client.main, "server": server.main, "scale": scale.main, "cost": cost.main}
 
 
 def main() -> None:
