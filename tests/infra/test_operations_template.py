@@ -237,3 +237,26 @@ def test_the_dashboards_log_widget_reads_the_allocation_records():
 def test_the_dashboards_url_is_an_output():
     output = translate()["Outputs"]["DashboardUrl"]["Value"]
     assert "#dashboards/dashboard/${Dashboard}" in _text(output)
+
+
+def test_the_readme_shows_the_saved_queries_as_the_stack_saves_them():
+    from localrun.template import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    blocks: list[str] = []
+    block: list[str] | None = None  # the lines of the fenced block we are in, if any
+    for line in readme.splitlines():
+        if line.startswith("```") and block is None:
+            block = []
+        elif line.startswith("```"):
+            blocks.append("\n".join(block))
+            block = None
+        elif block is not None:
+            block.append(line)
+    blocks = [b for b in blocks if 'message = "allocation"' in b]
+
+    def code(text: str) -> list[str]:
+        return [line for line in text.strip().splitlines() if not line.lstrip().startswith("#")]
+
+    saved = [code(query["QueryString"]) for query in _queries(translate()).values()]
+    assert sorted(code(block) for block in blocks) == sorted(saved)
