@@ -122,7 +122,9 @@ class IdAllocator:
             key = check_idempotency_key(key)
             handed = self._hand_out_keyed(name, count, route, caller, key, invocation)
             replayed = handed.source == FROM_IDEMPOTENCY_RECORD or handed.block.replayed
-        self._record(handed, name, route=route, caller=caller, key=key, replayed=replayed, request=invocation)
+        self._record(
+            handed, name, route=route, caller=caller, key=key, replayed=replayed, invocation=invocation
+        )
         return handed.block
 
     def _hand_out_keyed(
@@ -172,7 +174,14 @@ class IdAllocator:
 
     @staticmethod
     def _record(
-        handed: _Handed, name: str, *, route: str, caller: str, key: str | None, replayed: bool, request: Any
+        handed: _Handed,
+        name: str,
+        *,
+        route: str,
+        caller: str,
+        key: str | None,
+        replayed: bool,
+        invocation: Any,
     ) -> None:
         """The allocation record: one log line per request handed IDs, its
         fields as keys (never formatted into the message) so Logs Insights
@@ -194,7 +203,9 @@ class IdAllocator:
                 "idempotency_key": "" if key is None else key,
                 "replayed": replayed,
                 "source": handed.source,
-                "request_id": getattr(request, "aws_request_id", None),
+                # Lambda's id of the invocation (API Gateway's is the
+                # Logger's correlation_id, on every line it writes).
+                "request_id": getattr(invocation, "aws_request_id", None),
             },
         )
 
