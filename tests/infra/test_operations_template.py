@@ -126,7 +126,7 @@ def test_who_took_an_id_matches_the_block_that_holds_it(allocation_record):
 
 def test_top_takers_sums_the_ids_of_fresh_records(allocation_record):
     text = _queries(translate())["TopTakersQuery"]["QueryString"]
-    assert 'source != "idempotency_record"' in text
+    assert 'served_from != "idempotency_record"' in text
     assert "stats sum(`count`) as ids" in text
     assert "by caller, counter, route" in text
 

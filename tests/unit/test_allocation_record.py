@@ -26,7 +26,7 @@ FIELDS = {
     "caller",
     "idempotency_key",
     "replayed",
-    "source",
+    "served_from",
     "request_id",
 }
 
@@ -67,7 +67,7 @@ def test_uncached_next_leaves_one_record_per_id(api, quiet):
         assert record["last_id"] == record["first_id"]
         assert fields(record, "counter", "count", "step", "route") == ("orders", 1, 1, "next")
         assert record["caller"] == ALICE
-        assert fields(record, "idempotency_key", "replayed", "source") == ("", False, "write")
+        assert fields(record, "idempotency_key", "replayed", "served_from") == ("", False, "write")
         assert record["request_id"]
     assert got[0]["request_id"] != got[1]["request_id"]
 
@@ -89,7 +89,7 @@ def test_cached_next_leaves_one_record_per_id_served(api, quiet):
             (3, 3, 1),
         ]
     )
-    assert [r["source"] for r in got] == ["write", "memory", "memory"]
+    assert [r["served_from"] for r in got] == ["write", "memory", "memory"]
     assert {(r["route"], r["replayed"]) for r in got} == {("next", False)}
 
 
@@ -104,7 +104,7 @@ def test_a_batch_leaves_one_record_of_its_block(api, quiet):
         1,
         "batch",
     )
-    assert fields(record, "idempotency_key", "replayed", "source") == ("", False, "write")
+    assert fields(record, "idempotency_key", "replayed", "served_from") == ("", False, "write")
 
 
 @pytest.mark.parametrize(
@@ -124,8 +124,12 @@ def test_a_keyed_request_and_its_replay_each_leave_one_record(api, quiet, event,
     assert again.body == first.body
     fresh, replay = quiet()
     assert fields(fresh, "first_id", "last_id") == fields(replay, "first_id", "last_id")
-    assert fields(fresh, "idempotency_key", "replayed", "source") == ("run-7", False, "write")
-    assert fields(replay, "idempotency_key", "replayed", "source") == ("run-7", True, "idempotency_record")
+    assert fields(fresh, "idempotency_key", "replayed", "served_from") == ("run-7", False, "write")
+    assert fields(replay, "idempotency_key", "replayed", "served_from") == (
+        "run-7",
+        True,
+        "idempotency_record",
+    )
     assert fresh["route"] == replay["route"] == event.removesuffix("-post")
 
 
@@ -136,7 +140,7 @@ def test_a_keyed_cached_next_served_from_memory_says_so(api, quiet):
     api.call("next-post", name="members", headers={"Idempotency-Key": "signup-1"})
     [record] = quiet()
     assert fields(record, "first_id", "idempotency_key") == (2, "signup-1")
-    assert fields(record, "replayed", "source") == (False, "memory")
+    assert fields(record, "replayed", "served_from") == (False, "memory")
 
 
 def test_a_retry_that_finds_its_own_committed_write_is_a_replay(api, dynamodb, quiet):
@@ -149,7 +153,7 @@ def test_a_retry_that_finds_its_own_committed_write_is_a_replay(api, dynamodb, q
     again = api.call("batch", name="orders", body={"count": 5}, headers=key)
     assert again.body == first.body
     [record] = quiet()
-    assert fields(record, "first_id", "last_id", "replayed", "source") == (1, 5, True, "write")
+    assert fields(record, "first_id", "last_id", "replayed", "served_from") == (1, 5, True, "write")
 
 
 def test_the_caller_is_who_api_gateway_authenticated(api, quiet):

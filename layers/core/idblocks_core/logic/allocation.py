@@ -59,7 +59,7 @@ _REQUEST_TOKEN: ContextVar[str | None] = ContextVar("request_token", default=Non
 # The message of every allocation record: what the saved queries filter on.
 ALLOCATION_RECORD = "allocation"
 
-# Where the IDs a request is handed came from (the record's ``source``).
+# Where the IDs a request is handed came from (the record's ``served_from``).
 FROM_WRITE = "write"  # a write to the counter, for this request
 FROM_MEMORY = "memory"  # a block this environment holds (cached next)
 FROM_IDEMPOTENCY_RECORD = "idempotency_record"  # a keyed request answered again
@@ -202,7 +202,7 @@ class IdAllocator:
                 "caller": caller,
                 "idempotency_key": "" if key is None else key,
                 "replayed": replayed,
-                "source": handed.source,
+                "served_from": handed.source,
                 # Lambda's id of the invocation (API Gateway's is the
                 # Logger's correlation_id, on every line it writes).
                 "request_id": getattr(invocation, "aws_request_id", None),
