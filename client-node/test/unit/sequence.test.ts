@@ -129,6 +129,20 @@ test("take(n) larger than what is held skips the held IDs, counts them unused, a
   assert.ok(unused >= 3);
 });
 
+test("a next() called while take(n) waits for a block is served after it, above its range", async () => {
+  // Given 3 IDs held, and a take(50) that must wait for a block
+  const backend = new MemoryBackend({ latency: 0.001 });
+  const seq = new Sequence(backend, "queue", { blockSize: 10, prefetch: false });
+  await drawMany(seq, 7);
+  const taking = seq.take(50);
+  // When next() is called meanwhile
+  const after = seq.next();
+  // Then it does not jump the queue with a held ID: it gets one above the range
+  const taken = await taking;
+  assert.ok((await after) > taken.last);
+  await seq.close();
+});
+
 test("take(n) joins held IDs with a fetched block that continues them", async () => {
   const backend = new MemoryBackend();
   const seq = new Sequence(backend, "join", { blockSize: 10, prefetch: false });
