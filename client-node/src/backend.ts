@@ -487,7 +487,7 @@ export function checkName(name: unknown): string {
   if (typeof name !== "string" || !NAME_RE.test(name)) {
     throw new InvalidName(
       "counter name must be 1-128 characters of A-Z, a-z, 0-9, '_', '.' or '-', " +
-        `and not '.' or '..', not ${JSON.stringify(name) ?? String(name)}`,
+        `and not '.' or '..', not ${typeof name === "string" ? JSON.stringify(name) : String(name)}`,
     );
   }
   return name;
@@ -498,7 +498,7 @@ function pathName(name: string): string {
 }
 
 function excerpt(data: unknown): string {
-  const text = typeof data === "string" ? data : stringifyJson(data as Json) ?? String(data);
+  const text = typeof data === "string" ? data : (stringifyJson(data) ?? String(data));
   return text.length > 120 ? `${text.slice(0, 120)}...` : text;
 }
 
@@ -540,9 +540,14 @@ function errorOf(status: number, text: string): [string, string] {
   }
   if (isObject(body) && isObject(body["error"] ?? null)) {
     const error = body["error"] as JsonObject;
-    return [String(error["code"] ?? "error"), String(error["message"] ?? "")];
+    return [textOf(error["code"], "error"), textOf(error["message"], "")];
   }
   // API Gateway's own errors (auth, throttling, unknown route) look like {"message": "..."}
   const message = isObject(body) ? body["message"] : undefined;
-  return [`http_${status}`, String(message || text.slice(0, 200))];
+  return [`http_${status}`, textOf(message, "") || text.slice(0, 200)];
+}
+
+function textOf(value: Json | undefined, fallback: string): string {
+  if (typeof value === "string") return value;
+  return value === undefined || value === null ? fallback : (stringifyJson(value) ?? fallback);
 }

@@ -363,7 +363,7 @@ class SequenceImpl<Id extends number | bigint> {
     this.#prefetchSoon = true;
     setImmediate(() => {
       this.#prefetchSoon = false;
-      if (!this.#closed && !this.#ready.length && !this.#inflight) this.#fetch(1);
+      if (!this.#closed && !this.#ready.length && !this.#inflight) void this.#fetch(1);
     }).unref();
   }
 
@@ -384,7 +384,7 @@ class SequenceImpl<Id extends number | bigint> {
     this.#reveal();
     if (this.#waiters.length === 0) return;
     this.#armTimer();
-    if (!this.#inflight) this.#fetch((this.#waiters[0] as Waiter).need, this.#waiters[0]);
+    if (!this.#inflight) void this.#fetch((this.#waiters[0] as Waiter).need, this.#waiters[0]);
   }
 
   /**
@@ -564,8 +564,8 @@ class SequenceImpl<Id extends number | bigint> {
       if (this.#inflight) await this.#within(this.#inflight, deadline - monotonic());
       if (timeout <= 0 || this.#inflight || this.#pending === null || attempt >= CLOSE_ATTEMPTS) break;
       if (attempt && monotonic() >= deadline) break;
+      // Still on the network at the deadline: the loop's first check ends it.
       await this.#within(this.#fetch(1, undefined, true), deadline - monotonic());
-      if (this.#inflight) break;
     }
     return this.#countUnused();
   }

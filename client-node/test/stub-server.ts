@@ -42,13 +42,19 @@ export class StubServer {
   });
 
   async start(): Promise<string> {
-    await new Promise<void>((resolve) => this.#server.listen(0, "127.0.0.1", resolve));
+    await new Promise<void>((resolve) => {
+      this.#server.listen(0, "127.0.0.1", resolve);
+    });
     return `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
   }
 
   async stop(): Promise<void> {
     this.#server.closeAllConnections();
-    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    await new Promise<void>((resolve) => {
+      this.#server.close(() => {
+        resolve();
+      });
+    });
   }
 
   script(...answers: Answer[]): void {

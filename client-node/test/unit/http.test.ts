@@ -198,7 +198,7 @@ test("IamAuth names its region from the execute-api host, else the environment, 
     assert.equal(new IamAuth().regionFor("https://ids.example.com/v1"), "us-west-2");
   } finally {
     for (const [key, value] of Object.entries(saved)) {
-      if (value === undefined) delete process.env[key];
+      if (value === undefined) Reflect.deleteProperty(process.env, key);
       else process.env[key] = value;
     }
   }
