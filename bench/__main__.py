@@ -1,12 +1,12 @@
-"""make bench: every benchmark, or those named: python -m bench [client] [server] [scale]"""
+"""make bench: every benchmark, or those named: python -m bench [client] [node] [server] [scale]"""
 
 from __future__ import annotations
 
 import sys
 
-from bench import client, scale, server
+from bench import client, node, scale, server
 
-BENCHMARKS = {"client": client.main, "server": server.main, "scale": scale.main}
+BENCHMARKS = {"client": client.main, "node": node.main, "server": server.main, "scale": scale.main}
 
 
 def main() -> None:
