@@ -17,7 +17,7 @@ DEV_ARGS ?=
 # `make clean DEV_STATE=1` also deletes the dev server's saved counters.
 DEV_STATE ?=
 
-.PHONY: node-version help venv dev test test-long test-deployed lint security build unit openapi mutants lock bench clean node node-test
+.PHONY: help venv dev test test-long test-deployed lint security build unit openapi mutants lock bench clean node node-test
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -33,14 +33,12 @@ venv: $(VENV)/.installed  ## Create the environment (pinned) if it is missing or
 # The Node client (client-node/): Node 20 or later, its packages from the
 # committed lockfile, compiled by tsc into client-node/dist.
 NODE_DIR := client-node
-NODE_SOURCES := $(shell find $(NODE_DIR)/src $(NODE_DIR)/test $(NODE_DIR)/bench -name '*.ts' 2>/dev/null)
+NODE_SOURCES := $(shell find $(NODE_DIR)/src $(NODE_DIR)/test $(NODE_DIR)/bench $(NODE_DIR)/examples -name '*.ts' 2>/dev/null)
 
-node-version:
+$(NODE_DIR)/node_modules/.installed: $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
 	@command -v node >/dev/null || { echo "node not found: the Node client needs Node.js 20 or later on PATH (https://nodejs.org)"; exit 1; }
 	@node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' || \
 		{ echo "Node.js $$(node --version) is too old: the Node client needs Node.js 20 or later"; exit 1; }
-
-$(NODE_DIR)/node_modules/.installed: $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json | node-version
 	cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
@@ -105,7 +103,7 @@ bench: build node  ## Benchmarks (not tests): client, node, server, scale (simul
 
 clean:  ## Remove everything generated (environments included); DEV_STATE=1 also the dev counters
 	rm -rf .aws-sam $(VENV) $(CHECKOV_VENV) .pytest_cache .ruff_cache .hypothesis .schemathesis \
-		build dist client/build bench/.cache $(NODE_DIR)/node_modules $(NODE_DIR)/dist
+		build dist client/build bench/.cache $(NODE_DIR)/node_modules $(NODE_DIR)/dist $(NODE_DIR)/*.tgz
 	find . -path ./.git -prune -o \( -name __pycache__ -o -name '*.egg-info' \) -type d -prune -exec rm -rf {} +
 ifeq ($(DEV_STATE),1)
 	rm -rf .dev-state
