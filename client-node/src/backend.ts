@@ -374,8 +374,10 @@ export class HttpBackend implements Backend {
     for (; attempt < policy.attempts; attempt++) {
       let retryAfter: number | undefined;
       let answer: { status: number; text: string; retryAfter: string | null } | undefined;
+      // Signed for each attempt (a signature is good for minutes); its
+      // errors (MissingCredentials) are not the network's.
+      const signed = { ...headers, ...(await this.auth.headers(method, url, data)) };
       try {
-        const signed = { ...headers, ...(await this.auth.headers(method, url, data)) };
         const response = await fetch(url, {
           method,
           headers: signed,
@@ -385,7 +387,7 @@ export class HttpBackend implements Backend {
         });
         answer = { status: response.status, text: await response.text(), retryAfter: response.headers.get("retry-after") };
       } catch (error) {
-        if (!isNetworkError(error)) throw error; // MissingCredentials, a bug: not the network's
+        // fetch failed, timed out, or the answer broke off while being read.
         failure = `${describe(error)} talking to ${this.endpoint}`;
         if (!neverSent(error) && !retryUnknown) {
           throw new ServiceUnavailable(`${failure} (the request may have been applied)`, {
@@ -446,14 +448,6 @@ function retryable(status: number, code: string): boolean {
  */
 function capacityRefusal(status: number, code: string): boolean {
   return status === 429 || (status === 503 && code === "service_unavailable");
-}
-
-/** fetch's own failures: a TypeError with the socket's error as cause, or the timeout's abort. */
-function isNetworkError(error: unknown): boolean {
-  return (
-    (error instanceof TypeError && error.message === "fetch failed") ||
-    (error instanceof DOMException && (error.name === "TimeoutError" || error.name === "AbortError"))
-  );
 }
 
 // The request never left: nothing can have been applied, so it is always safe to retry.

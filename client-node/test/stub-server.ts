@@ -9,6 +9,8 @@ export interface Answer {
   headers?: Record<string, string>;
   /** Close the connection without answering. */
   drop?: boolean;
+  /** Never answer (until the server stops). */
+  hang?: boolean;
 }
 
 export interface Received {
@@ -32,6 +34,7 @@ export class StubServer {
         body: Buffer.concat(chunks).toString(),
       });
       const answer = this.answers.shift() ?? { status: 500, body: "no answer scripted" };
+      if (answer.hang) return;
       if (answer.drop) {
         request.socket.destroy();
         return;

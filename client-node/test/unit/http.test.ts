@@ -39,7 +39,7 @@ beforeEach(() => {
 });
 
 /** A backend whose waits are recorded, not slept. */
-function backend(options: { auth?: ApiKeyAuth | IamAuth; deadline?: number } = {}): HttpBackend {
+function backend(options: { auth?: ApiKeyAuth | IamAuth; deadline?: number; timeout?: number } = {}): HttpBackend {
   const retry = new RetryPolicy({
     base: 0.01,
     deadline: options.deadline ?? 30,
@@ -50,7 +50,7 @@ function backend(options: { auth?: ApiKeyAuth | IamAuth; deadline?: number } = {
       return Promise.resolve();
     },
   });
-  return new HttpBackend(url, { retry, ...(options.auth ? { auth: options.auth } : {}) });
+  return new HttpBackend(url, { retry, timeout: options.timeout ?? 10, ...(options.auth ? { auth: options.auth } : {}) });
 }
 
 const block = (start: number | string, end: number | string, step = 1): string =>
@@ -68,6 +68,16 @@ test("a block request is retried after 503, 429 and a dropped connection with th
   assert.equal(stub.received.length, 4);
   assert.ok(stub.received.every((r) => r.headers["idempotency-key"] === "key-1"));
   assert.ok(stub.received.every((r) => r.body === '{"count":10}' && r.url === "/counters/orders/batch"));
+});
+
+test("an attempt that gets no answer within the timeout is abandoned and sent again with the same key", async () => {
+  stub.script({ status: 0, hang: true }, { status: 200, body: block(1, 5) });
+  const got = await backend({ timeout: 0.2 }).allocate("orders", 5, { idempotencyKey: "slow-key" });
+  assert.equal(got.end, 5n);
+  assert.deepEqual(
+    stub.received.map((r) => r.headers["idempotency-key"]),
+    ["slow-key", "slow-key"],
+  );
 });
 
 test("Retry-After is obeyed, as seconds and as an HTTP date", async () => {
