@@ -20,7 +20,7 @@ import {
   UnexpectedResponse,
   parseRetryAfter,
 } from "../../src/index.js";
-import { StubServer, json, serviceError } from "../stub-server.js";
+import { type Answer, StubServer, json, serviceError } from "../stub-server.js";
 
 const stub = new StubServer();
 let url = "";
@@ -71,13 +71,13 @@ test("a block request is retried after 503, 429 and a dropped connection with th
 });
 
 test("an attempt that gets no answer within the timeout is abandoned and sent again with the same key", async () => {
-  stub.script({ status: 0, hang: true }, { status: 200, body: block(1, 5) });
-  const got = await backend({ timeout: 0.2 }).allocate("orders", 5, { idempotencyKey: "slow-key" });
+  // (Answers to spare: on a loaded machine a quick answer may take longer than the timeout too.)
+  const answered: Answer = { status: 200, body: block(1, 5) };
+  stub.script({ status: 0, hang: true }, answered, answered, answered);
+  const got = await backend({ timeout: 0.5 }).allocate("orders", 5, { idempotencyKey: "slow-key" });
   assert.equal(got.end, 5n);
-  assert.deepEqual(
-    stub.received.map((r) => r.headers["idempotency-key"]),
-    ["slow-key", "slow-key"],
-  );
+  assert.ok(stub.received.length >= 2);
+  assert.ok(stub.received.every((r) => r.headers["idempotency-key"] === "slow-key"));
 });
 
 test("Retry-After is obeyed, as seconds and as an HTTP date", async () => {
