@@ -17,7 +17,7 @@ DEV_ARGS ?=
 # `make clean DEV_STATE=1` also deletes the dev server's saved counters.
 DEV_STATE ?=
 
-.PHONY: help venv dev test test-long test-deployed lint security build unit openapi mutants lock bench clean
+.PHONY: help venv dev test test-long test-deployed lint security build unit openapi mutants lock bench clean node node-test
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -30,6 +30,27 @@ $(VENV)/.installed: requirements/dev.txt requirements/lock.txt layers/core/requi
 
 venv: $(VENV)/.installed  ## Create the environment (pinned) if it is missing or stale
 
+# The Node client (client-node/): Node 20 or later, its packages from the
+# committed lockfile, compiled by tsc into client-node/dist.
+NODE_DIR := client-node
+NODE_SOURCES := $(shell find $(NODE_DIR)/src $(NODE_DIR)/test $(NODE_DIR)/bench $(NODE_DIR)/examples -name '*.ts' 2>/dev/null)
+
+$(NODE_DIR)/node_modules/.installed: $(NODE_DIR)/package.json $(NODE_DIR)/package-lock.json
+	@command -v node >/dev/null || { echo "node not found: the Node client needs Node.js 20 or later on PATH (https://nodejs.org)"; exit 1; }
+	@node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' || \
+		{ echo "Node.js $$(node --version) is too old: the Node client needs Node.js 20 or later"; exit 1; }
+	cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+$(NODE_DIR)/dist/.built: $(NODE_DIR)/node_modules/.installed $(NODE_DIR)/tsconfig.json $(NODE_SOURCES)
+	cd $(NODE_DIR) && rm -rf dist && npx tsc -p tsconfig.json
+	@touch $@
+
+node: $(NODE_DIR)/dist/.built  ## Install the Node client's packages (npm ci) and compile it
+
+node-test: node  ## The Node client's unit tests (node --test)
+	cd $(NODE_DIR) && node --test dist/test/unit/
+
 $(CHECKOV_VENV)/.installed: requirements/checkov.txt requirements/checkov-lock.txt
 	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON313) -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet -c requirements/checkov-lock.txt -r requirements/checkov.txt
@@ -38,17 +59,18 @@ $(CHECKOV_VENV)/.installed: requirements/checkov.txt requirements/checkov-lock.t
 dev: venv  ## Run the API on http://127.0.0.1:3000 (DEV_ARGS="--port 3001 --fresh" ...)
 	python -m devserver $(DEV_ARGS)
 
-test: lint security build  ## Everything CI runs: lint, security scan, sam build, the test suites
+test: lint security build node-test  ## Everything CI runs: lint, security scan, sam build, the test suites (Node's too)
 	IDBLOCKS_REQUIRE_BUILD=1 python -m pytest
 
 test-long: venv build  ## The test suites with the concurrency proof twenty times longer (pytest --long)
 	IDBLOCKS_REQUIRE_BUILD=1 python -m pytest --long
 
-lint: venv  ## ruff, cfn-lint, sam validate --lint
+lint: venv node  ## ruff, cfn-lint, sam validate --lint; tsc --strict and eslint on the Node client
 	ruff check .
 	ruff format --check .
 	cfn-lint template.yaml
 	sam validate --lint
+	cd $(NODE_DIR) && npx tsc -p tsconfig.json --noEmit && npx eslint .
 
 security: $(CHECKOV_VENV)/.installed  ## checkov on template.yaml: no failed check (suppressions carry their reason)
 	$(CHECKOV_VENV)/bin/checkov -f template.yaml --framework cloudformation --skip-download --compact --quiet
@@ -76,12 +98,12 @@ mutants: venv build  ## Break each guarded property on purpose and check the tes
 lock: venv  ## Re-pin every transitive dependency into requirements/lock.txt
 	python -m pip freeze --exclude-editable | grep -v '^-e ' > requirements/lock.txt
 
-bench: build  ## Benchmarks (not tests): client, server, scale (simulated); results land in bench/results/
+bench: build node  ## Benchmarks (not tests): client, node, server, scale (simulated); results land in bench/results/
 	python -m bench
 
 clean:  ## Remove everything generated (environments included); DEV_STATE=1 also the dev counters
 	rm -rf .aws-sam $(VENV) $(CHECKOV_VENV) .pytest_cache .ruff_cache .hypothesis .schemathesis \
-		build dist client/build bench/.cache
+		build dist client/build bench/.cache $(NODE_DIR)/node_modules $(NODE_DIR)/dist $(NODE_DIR)/*.tgz
 	find . -path ./.git -prune -o \( -name __pycache__ -o -name '*.egg-info' \) -type d -prune -exec rm -rf {} +
 ifeq ($(DEV_STATE),1)
 	rm -rf .dev-state

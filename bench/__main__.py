@@ -1,13 +1,19 @@
-"""make bench: every benchmark, or those named: python -m bench [client] [server] [scale] [cost]"""
+"""make bench: every benchmark, or those named: python -m bench [client] [node] [server] [scale] [cost]"""
 
 from __future__ import annotations
 
 import sys
 
-from bench import client, cost, scale, server
+from bench import client, cost, node, scale, server
 
 # cost reads scale's results: it runs after it.
-BENCHMARKS = {"client": client.main, "server": server.main, "scale": scale.main, "cost": cost.main}
+BENCHMARKS = {
+    "client": client.main,
+    "node": node.main,
+    "server": server.main,
+    "scale": scale.main,
+    "cost": cost.main,
+}
 
 
 def main() -> None:

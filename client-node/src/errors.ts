@@ -1,0 +1,130 @@
+/**
+ * What the client raises: the Python client's errors, by the same names.
+ * Every error from the service carries its HTTP status and the service's
+ * error code and message; the few the client raises before sending anything
+ * (a name the service would refuse, no credentials or no region for SigV4)
+ * carry status 0 and the code the service would use.
+ */
+
+/** Base of everything this package raises. */
+export class IdBlocksError extends Error {
+  override name = "IdBlocksError";
+}
+
+/** The service answered with an error that retrying will not fix. */
+export class ServiceError extends IdBlocksError {
+  override name = "ServiceError";
+  readonly status: number;
+  readonly code: string;
+  readonly detail: string;
+
+  constructor(status: number, code: string, message: string) {
+    super(`${code}: ${message}` + (status ? ` (HTTP ${status})` : ""));
+    this.status = status;
+    this.code = code;
+    this.detail = message;
+  }
+}
+
+/** 400/415/422: the request itself is wrong. */
+export class InvalidRequest extends ServiceError {
+  override name = "InvalidRequest";
+}
+
+/** A counter name the service's rule refuses, found before sending (status 0, code invalid_name). */
+export class InvalidName extends InvalidRequest {
+  override name = "InvalidName";
+  constructor(message: string) {
+    super(0, "invalid_name", message);
+  }
+}
+
+/**
+ * 401/403: not authenticated, or not allowed; or, with status 0, SigV4 has
+ * no credentials or no region (see the subclasses), found before sending.
+ */
+export class AuthError extends ServiceError {
+  override name = "AuthError";
+}
+
+/** IamAuth found no AWS credentials anywhere in the AWS SDK's chain. */
+export class MissingCredentials extends AuthError {
+  override name = "MissingCredentials";
+  constructor(message: string) {
+    super(0, "missing_credentials", message);
+  }
+}
+
+/** IamAuth cannot tell which region to sign for. */
+export class MissingRegion extends AuthError {
+  override name = "MissingRegion";
+  constructor(message: string) {
+    super(0, "missing_region", message);
+  }
+}
+
+/** 404: no such counter (and the service does not auto-create). */
+export class CounterNotFound extends ServiceError {
+  override name = "CounterNotFound";
+}
+
+/** 409: the counter's state forbids the request (see `code`). */
+export class Conflict extends ServiceError {
+  override name = "Conflict";
+}
+
+/** 409 counter_exhausted: the counter has reached its max. */
+export class CounterExhausted extends Conflict {
+  override name = "CounterExhausted";
+}
+
+/**
+ * The service could not be reached, or kept answering 429/5xx, for as long
+ * as the retry policy allows. `capacityRefusals` counts the attempts it
+ * refused for capacity (429, 503): a counter or a service too busy for the
+ * load, not an endpoint that is down.
+ */
+export class ServiceUnavailable extends IdBlocksError {
+  override name = "ServiceUnavailable";
+  readonly capacityRefusals: number;
+
+  constructor(message: string, options: { capacityRefusals?: number; cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.capacityRefusals = options.capacityRefusals ?? 0;
+  }
+}
+
+/**
+ * The service answered 2xx with a body this client cannot read (not JSON, or
+ * without the fields the route promises). Not a ServiceError: the request may
+ * have been applied, so a keyed request keeps its key for another try.
+ */
+export class UnexpectedResponse extends IdBlocksError {
+  override name = "UnexpectedResponse";
+}
+
+/** The Sequence was closed; it hands out nothing more. */
+export class SequenceClosed extends IdBlocksError {
+  override name = "SequenceClosed";
+}
+
+/**
+ * A block holds IDs above Number.MAX_SAFE_INTEGER (2^53 - 1), which a
+ * `number` cannot hold exactly, and the Sequence was not asked for bigint
+ * IDs. The block is counted in `unusedIds`; nothing of it is handed out.
+ */
+export class UnsafeId extends IdBlocksError {
+  override name = "UnsafeId";
+}
+
+export function errorFor(status: number, code: string, message: string): ServiceError {
+  if (status === 401 || status === 403) return new AuthError(status, code, message);
+  if (status === 404) return new CounterNotFound(status, code, message);
+  if (status === 409) {
+    return code === "counter_exhausted"
+      ? new CounterExhausted(status, code, message)
+      : new Conflict(status, code, message);
+  }
+  if (status >= 400 && status < 500) return new InvalidRequest(status, code, message);
+  return new ServiceError(status, code, message);
+}

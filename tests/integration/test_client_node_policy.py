@@ -1,0 +1,98 @@
+"""The two clients decide alike: the Node client's BlockSizer, prefetchTail
+and smoothedLatency give the Python client's numbers for the same inputs
+(random operation sequences, seeded)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+
+import pytest
+
+from idblocks.sequence import BlockSizer, prefetch_tail, smoothed_latency
+from localrun.template import ROOT
+
+INDEX = ROOT / "client-node" / "dist" / "src" / "index.js"
+
+pytestmark = pytest.mark.skipif(
+    not INDEX.exists() and not os.environ.get("IDBLOCKS_REQUIRE_BUILD"),
+    reason="the Node client is not built: make node (make test does)",
+)
+
+# Replays the operations in Node and prints what each returned.
+NODE_REPLAY = """
+import { readFileSync } from "node:fs";
+const idblocks = await import(process.argv[1]);
+const cases = JSON.parse(readFileSync(0, "utf8"));
+const out = cases.map(({ sizer, ops, tails }) => {
+  const s = new idblocks.BlockSizer(...sizer);
+  const sizes = ops.map(([op, ...args]) => {
+    if (op === "observe") s.observe(...args);
+    else if (op === "contended") s.contended(...args);
+    else if (op === "cap") s.cap(...args);
+    return [s.nextSize(), s.currentRunway, s.rate];
+  });
+  const tailed = tails.map((args) => idblocks.prefetchTail(...args));
+  let latency = null;
+  const latencies = tails.map(([, , , seconds]) => (latency = idblocks.smoothedLatency(latency, seconds)));
+  return { sizes, tailed, latencies };
+});
+console.log(JSON.stringify(out));
+"""
+
+
+def random_case(rng: random.Random) -> dict:
+    minimum = rng.randint(1, 50)
+    initial = rng.randint(minimum, 500)
+    maximum = rng.randint(initial, 2_000_000)
+    runway = rng.choice([0.5, 1.0, 5.0, 7.3])
+    sizer = [initial, minimum, maximum, runway, 8.0, runway * rng.choice([1, 4, 60])]
+    ops = []
+    for _ in range(40):
+        kind = rng.random()
+        if kind < 0.7:
+            ops.append(["observe", rng.randint(0, 1_000_000), rng.choice([0.0, 1e-7, rng.random() * 10])])
+        elif kind < 0.9:
+            ops.append(["contended", rng.randint(0, 5)])
+        else:
+            ops.append(["cap", rng.randint(1, 2_000_000)])
+    tails = [
+        [rng.randint(1, 1_000_000), rng.random(), rng.choice([None, rng.random() * 1e6]), rng.random() * 0.2]
+        for _ in range(20)
+    ]
+    return {"sizer": sizer, "ops": ops, "tails": tails}
+
+
+def python_replay(case: dict) -> dict:
+    sizer = BlockSizer(*case["sizer"][:5], max_runway=case["sizer"][5])
+    sizes = []
+    for op, *args in case["ops"]:
+        getattr(sizer, op)(*args)
+        sizes.append([sizer.next_size(), sizer.current_runway, sizer.rate])
+    tailed = [prefetch_tail(*args) for args in case["tails"]]
+    latency, latencies = None, []
+    for *_, seconds in case["tails"]:
+        latency = smoothed_latency(latency, seconds)
+        latencies.append(latency)
+    return {"sizes": sizes, "tailed": tailed, "latencies": latencies}
+
+
+def test_block_sizes_prefetch_points_and_latency_are_the_python_clients():
+    node = shutil.which("node")
+    assert node, "node not found: the Node client needs Node.js 20 or later (make node checks it)"
+    rng = random.Random(20261123)
+    cases = [random_case(rng) for _ in range(200)]
+    done = subprocess.run(
+        [node, "--input-type=module", "-e", NODE_REPLAY, str(INDEX)],
+        input=json.dumps(cases),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    from_node = json.loads(done.stdout)
+    for case, got in zip(cases, from_node, strict=True):
+        assert got == python_replay(case), case
