@@ -83,8 +83,8 @@ def test_a_content_type_given_only_in_multi_value_headers_is_read(
 
 
 def test_an_idempotency_key_given_only_in_headers_is_read(api):
-    # Given the same key in `headers` only, twice
-    replies = [api.call("batch", name="orders", body={"count": 3}) for _ in range(2)]
+    # Given two unkeyed batches (two blocks), then the same key in `headers` only, twice
+    replies = [api.call("batch", name="orders", body={"count": 3}).body for _ in range(2)]
     event = load_event("batch")
     event["headers"]["idempotency-key"] = "k-1"
     event["multiValueHeaders"].pop("idempotency-key", None)
