@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from idblocks_core.api import resolver as http
+from idblocks_core.api import gateway as http
 from idblocks_core.domain.errors import ERROR_CODES, CounterExhausted, IdBlocksError, InvalidInput
 from localrun.openapi import errors_table
 from localrun.template import ROOT

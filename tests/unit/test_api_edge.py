@@ -117,3 +117,37 @@ def test_next_accepts_no_body_an_empty_one_or_an_empty_object(api, raw_body):
         "next-post", name="orders", raw_body=raw_body, headers={"Content-Type": "application/json"}
     )
     assert (reply.status, reply.body["id"]) == (200, 1)
+
+
+@pytest.mark.parametrize(
+    ("raw_body", "end"), [('{"count": 5.0}', 5), ('{"count": 1e1}', 10), ('{"count": 2.50e1}', 25)]
+)
+def test_a_whole_number_written_with_a_fraction_or_exponent_is_that_integer(api, raw_body, end):
+    """The OpenAPI document's integer is JSON Schema's: any number with a
+    zero fraction. The API reads such a number as the integer it is."""
+    reply = api.call("batch", name="orders", raw_body=raw_body)
+    assert (reply.status, reply.body["end"]) == (200, end)
+
+
+def test_a_whole_number_past_a_floats_precision_is_read_exactly(api):
+    reply = api.call("admin-create", raw_body='{"name": "big", "start": 9007199254740993.0, "max": 1e18}')
+    assert (reply.status, reply.body["next"]) == (201, 9007199254740993)
+
+
+@pytest.mark.parametrize("raw_body", ['{"count": 5.5}', '{"count": 1e-1}', '{"count": 1e400}'])
+def test_a_number_with_a_fraction_is_no_count(api, raw_body):
+    reply = api.call("batch", name="orders", raw_body=raw_body)
+    assert (reply.status, reply.error_code) == (400, "invalid_count")
+
+
+@pytest.mark.parametrize("raw_body", ['{"count": NaN}', '{"count": Infinity}', '{"count": -Infinity}'])
+def test_nan_and_infinity_are_not_json(api, raw_body):
+    reply = api.call("batch", name="orders", raw_body=raw_body)
+    assert (reply.status, reply.error_code) == (400, "invalid_json")
+
+
+def test_a_cursor_given_twice_is_refused(api):
+    event = load_event("admin-list")
+    event["multiValueQueryStringParameters"] = {"cursor": ["W10", "W10"]}
+    reply = api.send(event)
+    assert (reply.status, reply.error_code) == (400, "invalid_cursor")
