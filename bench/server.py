@@ -23,6 +23,9 @@ counts in the step it precedes).
 
 Warm overhead: one interpreter, the handler already loaded, invoked many
 times with DynamoDB stubbed; the median time per invocation is all handler.
+Beside it, in alternating rounds, a bare handler makes the same stubbed call
+with a plain boto3 client and returns JSON: each route's warm ratio is its
+time over the bare handler's.
 
 Writes bench/results/server.json.
 """
@@ -50,6 +53,7 @@ from localrun.template import ROOT, default_template
 BUILD = ROOT / ".aws-sam" / "build"
 ROUNDS = 9
 WARM_CALLS = 2000
+WARM_ROUNDS = 3
 FUNCTIONS = {"next": "NextFunction", "batch": "BatchFunction", "admin": "AdminFunction"}
 EVENTS = {"next": "next-post", "batch": "batch", "admin": "admin-get"}
 
@@ -209,12 +213,22 @@ def layer_size_effect(layer: Path) -> dict[str, float]:
 
 
 def warm_overheads(layer: Path) -> dict[str, float]:
+    """Each route's median warm invocation beside a bare handler's making the
+    same stubbed DynamoDB call (bench/lambda_child.py, bare_handler), in
+    alternating rounds: the ratio says what the handler adds to the call it
+    cannot avoid, whatever the machine."""
     results: dict[str, float] = {}
     for route, logical_id in FUNCTIONS.items():
         fn = BUILD / logical_id
         event = str(ROOT / "events" / f"{EVENTS[route]}.json")
-        seconds = run(["warm", str(fn), str(layer), route, event, str(WARM_CALLS)], fn)
-        results[f"warm_overhead_ms_{route}"] = round(seconds * 1000, 3)
+        ours, bare = [], []
+        for _ in range(WARM_ROUNDS):
+            bare.append(run(["bare", str(layer), route, event, str(WARM_CALLS)], fn))
+            ours.append(run(["warm", str(fn), str(layer), route, event, str(WARM_CALLS)], fn))
+        ours_ms, bare_ms = statistics.median(ours) * 1000, statistics.median(bare) * 1000
+        results[f"warm_overhead_ms_{route}"] = round(ours_ms, 3)
+        results[f"warm_bare_ms_{route}"] = round(bare_ms, 3)
+        results[f"warm_ratio_{route}"] = round(ours_ms / bare_ms, 3)
     return results
 
 

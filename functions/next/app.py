@@ -8,19 +8,19 @@ from idblocks_core.core import core, invocation_deadline
 from idblocks_core.observability import logger, metrics, tracer
 
 routes = http.Routes()
-DECLARED = {
-    "fields": (NAME, IDEMPOTENCY_KEY),
-    "body": None,  # none, an empty one or {}: any field is refused
-    "answers": (200, "NextResult", *http.ALLOCATION_ERRORS),
-    "security": http.CLIENT_SECURITY,
-}
+SUMMARY = "Hand out the next ID of a counter"
+# No body, an empty one or {}: any field is refused.
+DECLARED = {"fields": (NAME, IDEMPOTENCY_KEY), "body": None, "security": http.CLIENT_SECURITY}
+ANSWERS = (200, "NextResult", *http.ALLOCATION_ERRORS)
 
 
 # GET too, so a browser or curl without -X can take an ID; never cached. Each
 # GET burns an ID, and prefetchers, link previewers and crawlers follow GETs:
 # the AllowGetNext parameter (ALLOW_GET_NEXT) turns GET off.
-@routes.route("GET", "/counters/{name}/next", summary="Hand out the next ID of a counter", **DECLARED)
-@routes.route("POST", "/counters/{name}/next", summary="Hand out the next ID of a counter", **DECLARED)
+@routes.route(
+    "GET", "/counters/{name}/next", summary=SUMMARY, answers=(*ANSWERS, "method_not_allowed"), **DECLARED
+)
+@routes.route("POST", "/counters/{name}/next", summary=SUMMARY, answers=ANSWERS, **DECLARED)
 def next_id(request: http.Request) -> dict:
     if request.method == "GET" and not core().settings.allow_get_next:
         return http.error_response(

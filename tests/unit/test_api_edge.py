@@ -94,9 +94,7 @@ def test_an_idempotency_key_given_only_in_headers_is_read(api):
     assert keyed[0] == keyed[1]
 
 
-@pytest.mark.parametrize(
-    ("raw_body", "field"), [('{"count": 5}', "count"), ('{"name": "orders"}', "name")]
-)
+@pytest.mark.parametrize(("raw_body", "field"), [('{"count": 5}', "count"), ('{"name": "orders"}', "name")])
 def test_fields_on_next_are_refused_like_unknown_fields_and_take_nothing(
     api, existing, table_snapshot, raw_body, field
 ):

@@ -35,7 +35,9 @@ IDEMPOTENCY_KEY = Field(
     "identical response for the key's lifetime (IdempotencyTtlSeconds).",
 )
 LIMIT = Field("limit", "query", "invalid_limit", _integer(1, LIST_LIMIT_MAX), "Page size.", default=100)
-CURSOR = Field("cursor", "query", "invalid_cursor", {"type": "string", "maxLength": 512}, "From the previous page.")
+CURSOR = Field(
+    "cursor", "query", "invalid_cursor", {"type": "string", "maxLength": 512}, "From the previous page."
+)
 
 COUNT = Field(
     "count",
@@ -46,7 +48,9 @@ COUNT = Field(
     required=True,
     maximum_from="MaxBatchSize",
 )
-NEW_NAME = Field("name", "body", "invalid_name", _NAME, "1-128 of A-Z a-z 0-9 _ . -, not . or ..", required=True)
+NEW_NAME = Field(
+    "name", "body", "invalid_name", _NAME, "1-128 of A-Z a-z 0-9 _ . -, not . or ..", required=True
+)
 START = Field(
     "start",
     "body",
@@ -54,7 +58,13 @@ START = Field(
     _integer(1, LIMIT_MAX_ID),
     "First ID to hand out; not above max. Default 1, or right after a deleted counter's last ID.",
 )
-MAX = Field("max", "body", "invalid_max", _integer(1, LIMIT_MAX_ID), "Last ID the counter may hand out. Default 2^53-1.")
+MAX = Field(
+    "max",
+    "body",
+    "invalid_max",
+    _integer(1, LIMIT_MAX_ID),
+    "Last ID the counter may hand out. Default 2^53-1.",
+)
 CACHE = Field(
     "cache",
     "body",

@@ -291,7 +291,9 @@ def resolve(routes: Routes, event: dict[str, Any], context: Any) -> dict[str, An
     try:
         body = event.get("body")
         if body and body_size(event) > MAX_BODY_BYTES:
-            return error_response(413, "payload_too_large", f"request body is larger than {MAX_BODY_BYTES} bytes")
+            return error_response(
+                413, "payload_too_large", f"request body is larger than {MAX_BODY_BYTES} bytes"
+            )
         method = str(event.get("httpMethod") or "").upper()
         route = routes.table.get((method, str(event.get("resource"))))
         path = event.get("pathParameters") or {}
