@@ -177,13 +177,13 @@ def bare_handler(client, route):
                     "#updated": "updated_at",
                     "#token": "token",
                     "#deleted": "deleted_at",
-                },  # fmt: skip
+                },
                 ExpressionAttributeValues={
                     ":span": {"N": "1"},
                     ":minus": {"N": "-1"},
                     ":now": {"S": "2026-01-01T00:00:00.000Z"},
                     ":token": {"S": "0" * 32},
-                },  # fmt: skip
+                },
                 ReturnValues="ALL_NEW",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )["Attributes"]
