@@ -169,24 +169,44 @@ def breakdown(rounds: list[list[float]]) -> dict[str, float]:
     return results
 
 
-# Packages of the layer that no function imports on a request: pydantic
-# describes the API for the OpenAPI document, at development time.
-NOT_IMPORTED = ("pydantic", "pydantic_core", "annotated_types", "typing_inspection")
+# What the layer carried until it held only what runs: pydantic, which no
+# function imports (it describes responses for the OpenAPI document, at
+# development time), at the pins it had. Installed beside a copy of the
+# layer, it gives the layer's size and cold start before, in the same run.
+BEFORE_PINS = (
+    "pydantic==2.13.5",
+    "pydantic-core==2.46.5",
+    "annotated-types==0.8.0",
+    "typing-inspection==0.4.5",
+)
 
 
 def layer_variants(layer: Path) -> dict[str, Path]:
-    """The layer as built, without the packages no function imports, and
-    with botocore's service models cut to DynamoDB's: copies beside it, with
-    their bytecode (copied with their timestamps, so it stays valid)."""
+    """The layer as built, as it was with pydantic, and with botocore's
+    service models cut to DynamoDB's: copies beside it, with their bytecode
+    (copied with their timestamps, so it stays valid)."""
     variants = {"full": layer}
-    for name, drop in (("unimported_removed", NOT_IMPORTED), ("dynamodb_model_only", ())):
+    for name in ("before_with_pydantic", "dynamodb_model_only"):
         target = layer.parent.parent / f"{layer.parent.name}-{name}" / "python"
         shutil.rmtree(target.parent, ignore_errors=True)
         shutil.copytree(layer, target, copy_function=shutil.copy2)
-        for package in drop:
-            for path in target.glob(f"{package}*"):
-                shutil.rmtree(path)
-        if name == "dynamodb_model_only":
+        if name == "before_with_pydantic":
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--no-deps",
+                    "--target",
+                    str(target),
+                    *BEFORE_PINS,
+                ],
+                check=True,
+            )
+            subprocess.run([sys.executable, "-m", "compileall", "-q", str(target)], check=True)
+        else:
             for path in (target / "botocore" / "data").iterdir():
                 if path.is_dir() and path.name != "dynamodb":
                     shutil.rmtree(path)
