@@ -132,7 +132,7 @@ def document(environment: Mapping[str, str] | None = None) -> dict:
         for route in load_module(template.functions[logical_id]).routes.table.values():
             if get_next_off and (route.method, route.resource) == ("GET", "/counters/{name}/next"):
                 continue
-            fields = [_with_maximum(spec, template.parameters) for spec in route.fields]
+            fields = route.fields
             status, success, *errors = route.answers
             operation: dict[str, Any] = {
                 "operationId": re.sub(r"\W", "_", route.handler.__name__ + route.resource)
@@ -144,12 +144,12 @@ def document(environment: Mapping[str, str] | None = None) -> dict:
                     status, success, [*(f.code for f in fields), *errors, *ALWAYS_ERRORS]
                 ),
             }
-            parameters = [_parameter(spec) for spec in fields if spec.where != "body"]
+            parameters = [_parameter(spec, template.parameters) for spec in fields if spec.where != "body"]
             if parameters:
                 operation["parameters"] = parameters
             if route.body is not None:
                 schemas[route.body] = _body_schema(
-                    route.body, [f for f in fields if f.where == "body"], route.one_of
+                    route.body, [f for f in fields if f.where == "body"], route.one_of, template.parameters
                 )
                 ref = {"$ref": f"#/components/schemas/{route.body}"}
                 operation["requestBody"] = {"content": {JSON: {"schema": ref}}, "required": True}
@@ -167,46 +167,39 @@ def document(environment: Mapping[str, str] | None = None) -> dict:
     }
 
 
-def _with_maximum(spec: Any, parameters: Mapping[str, str]) -> Any:
-    """The field with its documented maximum taken from the template's default."""
-    if not spec.maximum_from:
-        return spec
-    from dataclasses import replace
-
-    return replace(spec, schema={**spec.schema, "maximum": int(parameters[spec.maximum_from])})
-
-
-def _title(name: str) -> str:
-    return "-".join(part.capitalize() for part in name.split("-"))
-
-
-def _schema(spec: Any) -> dict[str, Any]:
-    """A field's schema as the document shows it: an optional field without
-    a default may also be null (the use case then takes its default)."""
-    shown = (
-        {"anyOf": [spec.schema, {"type": "null"}]}
-        if not spec.required and spec.default is None
-        else dict(spec.schema)
+def _schema(spec: Any, parameters: Mapping[str, str]) -> dict[str, Any]:
+    """A field's schema as shown: its maximum from the template's default where
+    the deployment sets it; an optional field without a default may be null
+    (the use case then takes its default)."""
+    schema = spec.schema | ({"maximum": int(parameters[spec.maximum_from])} if spec.maximum_from else {})
+    shown = {"anyOf": [schema, {"type": "null"}]} if not spec.required and spec.default is None else schema
+    title = "-".join(part.capitalize() for part in spec.name.split("-"))
+    return (
+        shown
+        | ({"default": spec.default} if spec.default is not None else {})
+        | {
+            "description": spec.description,
+            "title": title,
+        }
     )
-    if spec.default is not None:
-        shown["default"] = spec.default
-    return shown | {"description": spec.description, "title": _title(spec.name)}
 
 
-def _parameter(spec: Any) -> dict[str, Any]:
+def _parameter(spec: Any, parameters: Mapping[str, str]) -> dict[str, Any]:
     return {
         "description": spec.description,
         "in": spec.where,
         "name": spec.name,
         "required": spec.required,
-        "schema": _schema(spec),
+        "schema": _schema(spec, parameters),
     }
 
 
-def _body_schema(name: str, fields: list[Any], one_of: tuple[str, ...]) -> dict[str, Any]:
+def _body_schema(
+    name: str, fields: list[Any], one_of: tuple[str, ...], parameters: Mapping[str, str]
+) -> dict:
     schema: dict[str, Any] = {
         "additionalProperties": False,
-        "properties": {spec.name: _schema(spec) for spec in fields},
+        "properties": {spec.name: _schema(spec, parameters) for spec in fields},
         "title": name,
         "type": "object",
     }

@@ -1,21 +1,16 @@
-"""What the three functions share about HTTP: how API Gateway's REST proxy
-integration hands a request over, and how the answer goes back.
+"""HTTP as API Gateway's REST proxy integration hands a request over and
+takes the answer back, for the three functions.
 
-API Gateway has matched the route before a function runs and says which:
-``httpMethod`` and ``resource`` pick the handler from the function's own
-table, and ``pathParameters`` carry the counter name. ``path`` is never
-read: behind a custom domain it carries the base path (/v1/counters/...).
-
-Each request is read one way. Headers are one case-insensitive view of
-``headers`` and ``multiValueHeaders``; a body is parsed once, and a key
-given twice in it is refused (a proxy or a log line may read the first
-value, json.loads keeps the last). Whether a value is valid is the domain
-rules' decision (domain/rules.py), taken once, by the use case: this module
-only says where each value comes from (api/fields.py), and the OpenAPI
-document is built from the same declarations (localrun/openapi.py).
-
-Every response carries ``Cache-Control: no-store``: an ID served from a cache
-is an ID handed out twice.
+API Gateway has matched the route before a function runs: ``httpMethod``
+and ``resource`` pick the handler, ``pathParameters`` carry the name;
+``path``, which carries a custom domain's base path, is never read. Each
+request is read one way: one case-insensitive view of ``headers`` and
+``multiValueHeaders``, one parse of the body, refusing a key given twice (a
+proxy may read the first value, json.loads keeps the last). Whether a value
+is valid is decided once, by the use case's domain rules; the declarations
+here say where each value comes from, and the OpenAPI document is built from
+them (localrun/openapi.py). Every answer is ``Cache-Control: no-store``: an
+ID served from a cache is an ID handed out twice.
 """
 
 from __future__ import annotations
@@ -42,9 +37,8 @@ MAX_BODY_BYTES = 4096
 # otherwise build it all (or raise RecursionError far deeper).
 MAX_JSON_DEPTH = 200
 
-# What every route can answer besides its fields' codes: any route may be
-# sent a body (too large, not JSON, or with fields it does not take), and
-# every one reads or writes DynamoDB.
+# Any route may be sent a body (too large, not JSON, with fields it does not
+# take), and every one reads or writes DynamoDB; next and batch allocate.
 ALWAYS_ERRORS = (
     "payload_too_large",
     "unsupported_media_type",
@@ -52,27 +46,19 @@ ALWAYS_ERRORS = (
     "invalid_body",
     "service_unavailable",
 )
-# What next and batch can answer from the allocation use case.
-ALLOCATION_ERRORS = (
-    "counter_not_found",
-    "counter_exhausted",
-    "region_mismatch",
-    "request_in_progress",
-    "idempotency_key_reused",
-)
-# How API Gateway authenticates callers (template.yaml): next and batch take
-# whichever the deployment's ClientAuth chose; the admin routes always SigV4.
+ALLOCATION_ERRORS = ("counter_not_found", "counter_exhausted", "region_mismatch", "request_in_progress")
+ALLOCATION_ERRORS += ("idempotency_key_reused",)
+# As template.yaml authenticates: next and batch by ClientAuth, admin always SigV4.
 CLIENT_SECURITY: list[dict[str, list[str]]] = [{"sigv4": []}, {"api_key": []}, {}]
 ADMIN_SECURITY: list[dict[str, list[str]]] = [{"sigv4": []}]
 
 
 @dataclass(frozen=True)
 class Field:
-    """One value a route reads: ``name`` as the request spells it (a header's
-    in lower case), ``where`` it comes from (path, query, header or body),
-    ``code`` the error a bad value gets (the domain's check words it), and
-    ``schema`` what the OpenAPI document says it takes; ``maximum_from``
-    names the template parameter whose default is the documented maximum."""
+    """A value a route reads: ``name`` as the request spells it (a header's in
+    lower case), ``where`` it comes from, ``code`` the error a bad value gets
+    (the domain's check words it), ``schema`` what the document says it
+    takes; ``maximum_from``: the template parameter whose default is its maximum."""
 
     name: str
     where: str
@@ -86,11 +72,9 @@ class Field:
 
 @dataclass(frozen=True)
 class Route:
-    """One operation: its handler and what the OpenAPI document says of it.
-    ``body`` names the body's schema (None: the route takes no body fields);
-    ``answers`` is the success status, its schema's name (or None) and the
-    error codes besides its fields' own; ``one_of`` lists body fields of which
-    at least one must be given."""
+    """An operation. ``body`` names its body's schema (None: no body fields);
+    ``answers``: the success status, its schema (or None), the error codes
+    besides its fields'; ``one_of``: body fields of which one must be given."""
 
     method: str
     resource: str
@@ -104,7 +88,7 @@ class Route:
 
 
 class Routes:
-    """The routes of one function, by (method, resource) as API Gateway names them."""
+    """A function's routes, by (method, resource) as API Gateway names them."""
 
     def __init__(self) -> None:
         self.table: dict[tuple[str, str], Route] = {}
@@ -117,17 +101,14 @@ class Routes:
         return register
 
 
+@dataclass(frozen=True, slots=True)
 class Request:
-    """What a handler is given: each declared value by name (None when the
-    request leaves it out), and the invocation."""
+    """A handler's input: each declared value by name (None if left out)."""
 
-    __slots__ = ("context", "event", "method", "values")
-
-    def __init__(self, event: dict[str, Any], context: Any, method: str, values: dict[str, Any]) -> None:
-        self.event = event
-        self.context = context
-        self.method = method
-        self.values = values
+    event: dict[str, Any]
+    context: Any
+    method: str
+    values: dict[str, Any]
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
@@ -141,9 +122,8 @@ class Request:
 
 
 def merged(single: dict[str, Any] | None, multi: dict[str, Any] | None, fold: Callable[[str], str]) -> dict:
-    """Every value of each name, as API Gateway fills the two maps: the
-    multi-value one with all of them, the other with the last; names folded
-    by ``fold`` (lower case for headers)."""
+    """Every value of each name: API Gateway puts all in the multi-value map,
+    the last in the other; names folded by ``fold`` (lower case for headers)."""
     values: dict[str, list[Any]] = {}
     for name, given in (multi or {}).items():
         values.setdefault(fold(name), []).extend(given if isinstance(given, list) else [given])
@@ -153,17 +133,15 @@ def merged(single: dict[str, Any] | None, multi: dict[str, Any] | None, fold: Ca
 
 
 def _one(values: list[Any] | None) -> Any:
-    """A value given once is that value; given more than once it stays a
-    list, which no check takes: ambiguous, so refused."""
+    """A value given once; given twice it stays a list, which no check takes."""
     if not values:
         return None
     return values[0] if len(values) == 1 else values
 
 
-# A query string or header is text; an integer is read as the OpenAPI
-# document's integer: ASCII digits with single underscores between them, a
-# sign, a fraction of zeros ("5.0" is 5), white space around. Anything else
-# stays text, for the domain's check to refuse in its own words.
+# A query string's integer: ASCII digits (single underscores between), a sign,
+# a fraction of zeros, white space around; else it stays text, which the
+# domain's check refuses in its own words.
 _INTEGER_TEXT = re.compile(r"\s*([+-]?[0-9](?:_?[0-9])*)(?:\.0+)?\s*")
 
 
@@ -172,25 +150,23 @@ def _integer(text: Any) -> Any:
     return int(found[1]) if found else text
 
 
-def body_size(event: dict[str, Any]) -> int:
-    """The body's size in bytes as the caller sent it."""
-    body = str(event["body"])
-    if event.get("isBase64Encoded"):
-        try:
-            return len(base64.b64decode(body))
-        except (binascii.Error, ValueError):
-            return len(body)
-    return len(body.encode(errors="surrogatepass"))
-
-
 def _body_text(event: dict[str, Any]) -> str | None:
+    """The body as text; refused if its bytes as sent are over MAX_BODY_BYTES,
+    or (base64, as API Gateway passes binary) not UTF-8."""
     body = event.get("body")
-    if body and event.get("isBase64Encoded"):
-        try:
-            return base64.b64decode(str(body).encode(), validate=False).decode()
-        except (binascii.Error, ValueError):
-            raise InvalidInput("invalid_body", "request body is not UTF-8 text") from None
-    return body
+    if not body:
+        return body
+    try:
+        raw = (
+            base64.b64decode(str(body))
+            if event.get("isBase64Encoded")
+            else str(body).encode(errors="surrogatepass")
+        )
+        if len(raw) > MAX_BODY_BYTES:
+            raise InvalidInput("payload_too_large", f"request body is larger than {MAX_BODY_BYTES} bytes")
+        return raw.decode() if event.get("isBase64Encoded") else str(body)
+    except (binascii.Error, ValueError):
+        raise InvalidInput("invalid_body", "request body is not UTF-8 text") from None
 
 
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -203,11 +179,10 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _number(text: str) -> int | float:
-    """JSON Schema's integer, which the OpenAPI document speaks, is any number
-    with a zero fraction: 5.0 and 1e2 are integers. They are read exactly,
-    as one (a float would round 9007199254740993.0); a number far beyond any
-    ID stays a float, which no check takes."""
-    from decimal import Decimal  # only bodies that carry a fraction or an exponent pay for it
+    """The document's integer is JSON Schema's, any number with a zero
+    fraction (5.0, 1e2): read exactly as one (a float would round
+    9007199254740993.0); one far beyond any ID stays a float, no check takes it."""
+    from decimal import Decimal  # paid only by a body with a fraction or an exponent
 
     value = Decimal(text)
     if value.adjusted() <= 20 and value == value.to_integral_value():
@@ -236,10 +211,9 @@ def _too_deep(text: str) -> bool:
 
 
 def parse_body(text: str) -> Any:
-    """The body as JSON, once: nesting past MAX_JSON_DEPTH is refused before
-    parsing, a key given twice at any depth is refused naming it, and lone
-    surrogates (which json.loads takes and no UTF-8 text can carry) or NaN
-    and Infinity are not JSON."""
+    """The body as JSON: nesting past MAX_JSON_DEPTH refused before parsing, a
+    key given twice (at any depth) refused naming it; lone surrogates (no UTF-8
+    text carries one), NaN and Infinity are not JSON."""
     if _too_deep(text):
         raise InvalidInput("invalid_body", "request body is nested too deeply or has too long a number")
     try:
@@ -250,10 +224,9 @@ def parse_body(text: str) -> Any:
     return data
 
 
-def _read_body(event: dict[str, Any], route: Route) -> dict[str, Any]:
-    """The body's fields. A route without body fields takes no body, an
-    empty one or {} (many HTTP clients send one); any field on it is refused."""
-    text = _body_text(event)
+def _read_body(text: str | None, route: Route) -> dict[str, Any]:
+    """The body's fields. A route without any takes no body, an empty one or
+    {} (many HTTP clients send one)."""
     if not text and route.body is None:
         return {}
     data = parse_body(text) if text else None
@@ -266,9 +239,9 @@ def _read_body(event: dict[str, Any], route: Route) -> dict[str, Any]:
     return data
 
 
-def _read(route: Route, event: dict[str, Any], headers: dict[str, list[Any]]) -> dict[str, Any]:
+def _read(route: Route, event: dict[str, Any], text: str | None, headers: dict[str, list[Any]]) -> dict:
     path = event.get("pathParameters") or {}
-    body = _read_body(event, route)
+    body = _read_body(text, route)
     query = merged(event.get("queryStringParameters"), event.get("multiValueQueryStringParameters"), str)
     values = {}
     for spec in route.fields:
@@ -285,15 +258,10 @@ def _read(route: Route, event: dict[str, Any], headers: dict[str, list[Any]]) ->
 
 
 def resolve(routes: Routes, event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """What every handler returns. In order: the body's size, the route (and
-    its path parameters), the media type, the body, then the handler, whose
-    use case checks every value."""
+    """What every handler returns: the body's size, the route, the media type,
+    the body, then the handler (whose use case checks every value)."""
     try:
-        body = event.get("body")
-        if body and body_size(event) > MAX_BODY_BYTES:
-            return error_response(
-                413, "payload_too_large", f"request body is larger than {MAX_BODY_BYTES} bytes"
-            )
+        text = _body_text(event)
         method = str(event.get("httpMethod") or "").upper()
         route = routes.table.get((method, str(event.get("resource"))))
         path = event.get("pathParameters") or {}
@@ -301,9 +269,9 @@ def resolve(routes: Routes, event: dict[str, Any], context: Any) -> dict[str, An
             return error_response(404, "route_not_found", "no such route")
         headers = merged(event.get("headers"), event.get("multiValueHeaders"), str.lower)
         media_types = {str(given).split(";")[0].strip().lower() for given in headers.get("content-type", [])}
-        if (body or route.body is not None) and media_types - {JSON}:
+        if (text or route.body is not None) and media_types - {JSON}:
             return error_response(415, "unsupported_media_type", "send the request body as application/json")
-        return route.handler(Request(event, context, method, _read(route, event, headers)))
+        return route.handler(Request(event, context, method, _read(route, event, text, headers)))
     except IdBlocksError as error:
         return _on_domain_error(error)
     except Exception:  # noqa: BLE001 - the one place every other failure becomes a logged 500
@@ -326,18 +294,14 @@ def caller_of(event: dict[str, Any]) -> str:
 
 
 def status_of(error: IdBlocksError) -> int:
-    """The catalogue's status for the error's code; a code missing from it is
-    a bug, answered as one (tests/infra/test_error_catalogue.py keeps them in step)."""
+    """The catalogue's status for the error's code; a code missing from it is a bug."""
     entry = ERROR_CODES.get(error.code)
     return entry.status if entry is not None and isinstance(entry.status, int) else 500
 
 
 def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> dict[str, Any]:
-    """A proxy response: ``body`` as compact JSON, or no body (and no
-    Content-Type) when it is None."""
-    multi = {"Cache-Control": ["no-store"]}
-    for key, value in (headers or {}).items():
-        multi[key] = [value]
+    """A proxy response: ``body`` as compact JSON, or none (no Content-Type) for None."""
+    multi = {"Cache-Control": ["no-store"]} | {key: [value] for key, value in (headers or {}).items()}
     if body is not None:
         multi.setdefault("Content-Type", [JSON])
         body = json.dumps(body, separators=(",", ":"))
@@ -356,10 +320,8 @@ def error_response(
 
 def _on_domain_error(error: IdBlocksError) -> dict[str, Any]:
     status = status_of(error)
-    headers = {}
     retry_after = getattr(error, "retry_after_seconds", None)
-    if retry_after is not None:
-        headers["Retry-After"] = str(retry_after)
+    headers = {} if retry_after is None else {"Retry-After": str(retry_after)}
     if status >= 500:
         cause = error.__cause__
         logger.warning(
