@@ -181,6 +181,14 @@ BEFORE_PINS = (
 )
 
 
+def add_packages(target: Path, pins: tuple[str, ...]) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), *pins],
+        check=True,
+    )
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(target)], check=True)
+
+
 def layer_variants(layer: Path) -> dict[str, Path]:
     """The layer as built, as it was with pydantic, and with botocore's
     service models cut to DynamoDB's: copies beside it, with their bytecode
@@ -191,21 +199,7 @@ def layer_variants(layer: Path) -> dict[str, Path]:
         shutil.rmtree(target.parent, ignore_errors=True)
         shutil.copytree(layer, target, copy_function=shutil.copy2)
         if name == "before_with_pydantic":
-            subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "pip",
-                    "install",
-                    "--quiet",
-                    "--no-deps",
-                    "--target",
-                    str(target),
-                    *BEFORE_PINS,
-                ],
-                check=True,
-            )
-            subprocess.run([sys.executable, "-m", "compileall", "-q", str(target)], check=True)
+            add_packages(target, BEFORE_PINS)
         else:
             for path in (target / "botocore" / "data").iterdir():
                 if path.is_dir() and path.name != "dynamodb":

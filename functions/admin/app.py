@@ -11,6 +11,7 @@ from idblocks_core.observability import logger, tracer
 routes = http.Routes()
 ADMIN = {"security": http.ADMIN_SECURITY}
 BY_NAME = "/admin/counters/{name}"
+CONFLICTS = ("counter_would_move_back", "region_mismatch", "next_beyond_max")
 
 
 @routes.route(
@@ -32,7 +33,6 @@ def create_counter(request: http.Request) -> dict:
     "/admin/counters",
     summary="List counters, a page at a time",
     fields=(LIMIT, CURSOR),
-    body=None,
     answers=(200, "CounterPage"),
     **ADMIN,
 )
@@ -46,7 +46,6 @@ def list_counters(request: http.Request) -> dict:
     BY_NAME,
     summary="Read a counter",
     fields=(NAME,),
-    body=None,
     answers=(200, "CounterState", "counter_not_found"),
     **ADMIN,
 )
@@ -61,14 +60,7 @@ def get_counter(request: http.Request) -> dict:
     fields=(NAME, NEXT, CACHE),
     body="SetNextRequest",
     one_of=("next", "cache"),
-    answers=(
-        200,
-        "CounterState",
-        "counter_not_found",
-        "counter_would_move_back",
-        "region_mismatch",
-        "next_beyond_max",
-    ),
+    answers=(200, "CounterState", "counter_not_found", *CONFLICTS),
     **ADMIN,
 )
 def set_next(request: http.Request) -> dict:
@@ -81,7 +73,6 @@ def set_next(request: http.Request) -> dict:
     BY_NAME,
     summary="Delete a counter; its high-water mark is kept",
     fields=(NAME,),
-    body=None,
     answers=(204, None, "counter_not_found"),
     **ADMIN,
 )

@@ -10,7 +10,7 @@ from idblocks_core.observability import logger, metrics, tracer
 routes = http.Routes()
 SUMMARY = "Hand out the next ID of a counter"
 # No body, an empty one or {}: any field is refused.
-DECLARED = {"fields": (NAME, IDEMPOTENCY_KEY), "body": None, "security": http.CLIENT_SECURITY}
+DECLARED = {"fields": (NAME, IDEMPOTENCY_KEY), "security": http.CLIENT_SECURITY}
 ANSWERS = (200, "NextResult", *http.ALLOCATION_ERRORS)
 
 

@@ -109,7 +109,7 @@ def test_fields_on_next_are_refused_like_unknown_fields_and_take_nothing(
     assert table_snapshot() == before
 
 
-@pytest.mark.parametrize("raw_body", [None, "", "{}", " {} "])
+@pytest.mark.parametrize("raw_body", [None, "", "{}", " {} ", "null"])
 def test_next_accepts_no_body_an_empty_one_or_an_empty_object(api, raw_body):
     reply = api.call(
         "next-post", name="orders", raw_body=raw_body, headers={"Content-Type": "application/json"}
@@ -149,3 +149,11 @@ def test_a_cursor_given_twice_is_refused(api):
     event["multiValueQueryStringParameters"] = {"cursor": ["W10", "W10"]}
     reply = api.send(event)
     assert (reply.status, reply.error_code) == (400, "invalid_cursor")
+
+
+@pytest.mark.parametrize("event_name", ["next-get", "admin-get", "admin-delete"])
+def test_get_and_delete_ignore_a_body_as_they_always_have(api, existing, event_name):
+    event = load_event(event_name)
+    event["pathParameters"] = {"name": "orders"}
+    event["body"] = '{"name": "orders"}'
+    assert api.send(event).status < 300

@@ -20,7 +20,7 @@ import binascii
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from idblocks_core.domain.errors import ERROR_CODES, IdBlocksError, InvalidInput
@@ -81,10 +81,10 @@ class Route:
     handler: Callable[[Request], dict[str, Any]]
     summary: str
     fields: tuple[Field, ...]
-    body: str | None
     answers: tuple[Any, ...]
     security: list[dict[str, list[str]]]
-    one_of: tuple[str, ...] = field(default=())
+    body: str | None = None
+    one_of: tuple[str, ...] = ()
 
 
 class Routes:
@@ -225,11 +225,14 @@ def parse_body(text: str) -> Any:
 
 
 def _read_body(text: str | None, route: Route) -> dict[str, Any]:
-    """The body's fields. A route without any takes no body, an empty one or
-    {} (many HTTP clients send one)."""
-    if not text and route.body is None:
+    """The body's fields. A route without any takes no body, an empty one,
+    null or {} (what HTTP clients send for none); GET and DELETE, whose
+    bodies HTTP gives no meaning, ignore theirs, as they always have."""
+    if route.body is None and (not text or route.method in ("GET", "DELETE")):
         return {}
     data = parse_body(text) if text else None
+    if data is None and route.body is None:
+        return {}
     if not isinstance(data, dict):
         raise InvalidInput("invalid_body", "request body must be a JSON object")
     declared = {spec.name for spec in route.fields if spec.where == "body"}
