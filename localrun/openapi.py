@@ -154,7 +154,11 @@ def document(environment: Mapping[str, str] | None = None) -> dict:
                 ref = {"$ref": f"#/components/schemas/{route.body}"}
                 operation["requestBody"] = {"content": {JSON: {"schema": ref}}, "required": True}
             elif route.method in ("POST", "PUT"):
-                empty = {"type": "object", "maxProperties": 0, "description": "No field: no body, or {}."}
+                empty = {
+                    "type": ["object", "null"],
+                    "maxProperties": 0,
+                    "description": "No field: none, null or {}.",
+                }
                 operation["requestBody"] = {"content": {JSON: {"schema": empty}}, "required": False}
             paths.setdefault(route.resource, {})[route.method.lower()] = operation
     return {

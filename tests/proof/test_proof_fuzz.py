@@ -86,8 +86,9 @@ def within_what_no_schema_says(case) -> None:
     if case.query:
         case.query.pop("cursor", None)
     body = case.body
-    if isinstance(body, dict) and isinstance(body.get("start"), int) and isinstance(body.get("max"), int):
-        body["start"], body["max"] = sorted((body["start"], body["max"]))
+    numbers = [body.get(field) for field in ("start", "max")] if isinstance(body, dict) else []
+    if len(numbers) == 2 and all(isinstance(n, (int, float)) and not isinstance(n, bool) for n in numbers):
+        body["start"], body["max"] = sorted(numbers)
 
 
 def fuzz(operation, mode: GenerationMode, on_case) -> None:
