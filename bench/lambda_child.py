@@ -7,6 +7,7 @@ this project's root on the path. Prints the seconds measured.
     baseline LAYER_DIR                         import boto3, create a DynamoDB client
     breakdown FUNCTION_DIR LAYER_DIR EVENT     the next function's cold start, step by step
     warm FUNCTION_DIR LAYER_DIR ROUTE EVENT CALLS   median seconds per warm invocation
+    bare LAYER_DIR ROUTE EVENT CALLS           the same, for a bare handler (bare_handler)
 
 Each measurement starts at the first line of its function, before any import
 of its own, so what it imports is in the figure; nothing is imported at
@@ -101,8 +102,8 @@ def _create_tracer():
 def _import_router():
     import importlib
 
-    # the router and the field declarations it validates from (no pydantic)
-    importlib.import_module("idblocks_core.api.resolver")
+    # the HTTP edge and the field declarations (no pydantic, no router)
+    importlib.import_module("idblocks_core.api.fields")
 
 
 def _import_app():
@@ -152,11 +153,67 @@ def breakdown(function_dir, layer_dir, event_path):
     print(*[mark - started for mark in marks])
 
 
-def warm(function_dir, layer_dir, route, event_path, calls):
+def bare_handler(client, route):
+    """What a function does at the least: the same DynamoDB call as the
+    route's (an allocation's conditional ADD, or a counter's read) with a
+    plain boto3 client, and the answer as JSON. No logging, tracing,
+    metrics, deadline or validation: the floor the warm ratio is taken to."""
+    import json
+
+    def handler(event, context):
+        key = {"name": {"S": event["pathParameters"]["name"]}}
+        if route == "admin":
+            item = client.get_item(TableName="counters", Key=key, ConsistentRead=True)["Item"]
+            body = {"name": item["name"]["S"], "next": int(item["hwm"]["N"]) + 1}
+        else:
+            attributes = client.update_item(
+                TableName="counters",
+                Key=key,
+                UpdateExpression="ADD #hwm :span, #room :minus SET #updated = :now, #token = :token",
+                ConditionExpression="attribute_not_exists(#deleted) AND #room >= :span",
+                ExpressionAttributeNames={
+                    "#hwm": "hwm",
+                    "#room": "room",
+                    "#updated": "updated_at",
+                    "#token": "token",
+                    "#deleted": "deleted_at",
+                },
+                ExpressionAttributeValues={
+                    ":span": {"N": "1"},
+                    ":minus": {"N": "-1"},
+                    ":now": {"S": "2026-01-01T00:00:00.000Z"},
+                    ":token": {"S": "0" * 32},
+                },
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )["Attributes"]
+            body = {"counter": key["name"]["S"], "id": int(attributes["hwm"]["N"])}
+        return {"statusCode": 200, "headers": {"Content-Type": "application/json"}, "body": json.dumps(body)}
+
+    return handler
+
+
+def _median_call(handler, event, calls):
     import contextlib
     import io
-    import json
     import statistics
+
+    sink = io.StringIO()
+    with contextlib.redirect_stdout(sink):  # metrics lines; Lambda ships them, here they are dropped
+        handler(event, context())
+        times = []
+        for _ in range(calls):
+            started = time.perf_counter()
+            reply = handler(event, context())
+            times.append(time.perf_counter() - started)
+            assert reply["statusCode"] == 200, reply
+            sink.seek(0)
+            sink.truncate()
+    return statistics.median(times)
+
+
+def warm(function_dir, layer_dir, route, event_path, calls):
+    import json
 
     calls = int(calls)
     sys.path[:0] = [function_dir, layer_dir]
@@ -167,21 +224,24 @@ def warm(function_dir, layer_dir, route, event_path, calls):
     stub(core().store.client, calls + 1, route)
     with open(event_path) as file:
         event = json.load(file)
-    sink = io.StringIO()
-    with contextlib.redirect_stdout(sink):  # metrics lines; Lambda ships them, here they are dropped
-        app.lambda_handler(event, context())
-        times = []
-        for _ in range(calls):
-            started = time.perf_counter()
-            reply = app.lambda_handler(event, context())
-            times.append(time.perf_counter() - started)
-            assert reply["statusCode"] == 200, reply
-            sink.seek(0)
-            sink.truncate()
-    print(statistics.median(times))
+    print(_median_call(app.lambda_handler, event, calls))
 
 
-MODES = {"cold": cold, "baseline": baseline, "breakdown": breakdown, "warm": warm}
+def bare(layer_dir, route, event_path, calls):
+    import json
+
+    calls = int(calls)
+    sys.path[:0] = [layer_dir]
+    import boto3
+
+    client = boto3.client("dynamodb")
+    stub(client, calls + 1, route)
+    with open(event_path) as file:
+        event = json.load(file)
+    print(_median_call(bare_handler(client, route), event, calls))
+
+
+MODES = {"cold": cold, "baseline": baseline, "breakdown": breakdown, "warm": warm, "bare": bare}
 
 if __name__ == "__main__":
     MODES[sys.argv[1]](*sys.argv[2:])

@@ -23,6 +23,9 @@ counts in the step it precedes).
 
 Warm overhead: one interpreter, the handler already loaded, invoked many
 times with DynamoDB stubbed; the median time per invocation is all handler.
+Beside it, in alternating rounds, a bare handler makes the same stubbed call
+with a plain boto3 client and returns JSON: each route's warm ratio is its
+time over the bare handler's.
 
 Writes bench/results/server.json.
 """
@@ -50,6 +53,7 @@ from localrun.template import ROOT, default_template
 BUILD = ROOT / ".aws-sam" / "build"
 ROUNDS = 9
 WARM_CALLS = 2000
+WARM_ROUNDS = 3
 FUNCTIONS = {"next": "NextFunction", "batch": "BatchFunction", "admin": "AdminFunction"}
 EVENTS = {"next": "next-post", "batch": "batch", "admin": "admin-get"}
 
@@ -165,24 +169,38 @@ def breakdown(rounds: list[list[float]]) -> dict[str, float]:
     return results
 
 
-# Packages of the layer that no function imports on a request: pydantic
-# describes the API for the OpenAPI document, at development time.
-NOT_IMPORTED = ("pydantic", "pydantic_core", "annotated_types", "typing_inspection")
+# What the layer carried until it held only what runs: pydantic, which no
+# function imports (it describes responses for the OpenAPI document, at
+# development time), at the pins it had. Installed beside a copy of the
+# layer, it gives the layer's size and cold start before, in the same run.
+BEFORE_PINS = (
+    "pydantic==2.13.5",
+    "pydantic-core==2.46.5",
+    "annotated-types==0.8.0",
+    "typing-inspection==0.4.5",
+)
+
+
+def add_packages(target: Path, pins: tuple[str, ...]) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), *pins],
+        check=True,
+    )
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(target)], check=True)
 
 
 def layer_variants(layer: Path) -> dict[str, Path]:
-    """The layer as built, without the packages no function imports, and
-    with botocore's service models cut to DynamoDB's: copies beside it, with
-    their bytecode (copied with their timestamps, so it stays valid)."""
+    """The layer as built, as it was with pydantic, and with botocore's
+    service models cut to DynamoDB's: copies beside it, with their bytecode
+    (copied with their timestamps, so it stays valid)."""
     variants = {"full": layer}
-    for name, drop in (("unimported_removed", NOT_IMPORTED), ("dynamodb_model_only", ())):
+    for name in ("before_with_pydantic", "dynamodb_model_only"):
         target = layer.parent.parent / f"{layer.parent.name}-{name}" / "python"
         shutil.rmtree(target.parent, ignore_errors=True)
         shutil.copytree(layer, target, copy_function=shutil.copy2)
-        for package in drop:
-            for path in target.glob(f"{package}*"):
-                shutil.rmtree(path)
-        if name == "dynamodb_model_only":
+        if name == "before_with_pydantic":
+            add_packages(target, BEFORE_PINS)
+        else:
             for path in (target / "botocore" / "data").iterdir():
                 if path.is_dir() and path.name != "dynamodb":
                     shutil.rmtree(path)
@@ -209,12 +227,22 @@ def layer_size_effect(layer: Path) -> dict[str, float]:
 
 
 def warm_overheads(layer: Path) -> dict[str, float]:
+    """Each route's median warm invocation beside a bare handler's making the
+    same stubbed DynamoDB call (bench/lambda_child.py, bare_handler), in
+    alternating rounds: the ratio says what the handler adds to the call it
+    cannot avoid, whatever the machine."""
     results: dict[str, float] = {}
     for route, logical_id in FUNCTIONS.items():
         fn = BUILD / logical_id
         event = str(ROOT / "events" / f"{EVENTS[route]}.json")
-        seconds = run(["warm", str(fn), str(layer), route, event, str(WARM_CALLS)], fn)
-        results[f"warm_overhead_ms_{route}"] = round(seconds * 1000, 3)
+        ours, bare = [], []
+        for _ in range(WARM_ROUNDS):
+            bare.append(run(["bare", str(layer), route, event, str(WARM_CALLS)], fn))
+            ours.append(run(["warm", str(fn), str(layer), route, event, str(WARM_CALLS)], fn))
+        ours_ms, bare_ms = statistics.median(ours) * 1000, statistics.median(bare) * 1000
+        results[f"warm_overhead_ms_{route}"] = round(ours_ms, 3)
+        results[f"warm_bare_ms_{route}"] = round(bare_ms, 3)
+        results[f"warm_ratio_{route}"] = round(ours_ms / bare_ms, 3)
     return results
 
 

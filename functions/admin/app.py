@@ -3,76 +3,78 @@ Always behind AWS_IAM (see template.yaml)."""
 
 from aws_lambda_powertools.logging import correlation_paths
 
-from idblocks_core.api import resolver as http
-from idblocks_core.api.fields import CURSOR, LIMIT, NAME
+from idblocks_core.api import gateway as http
+from idblocks_core.api.fields import CACHE, CURSOR, LIMIT, MAX, NAME, NEW_NAME, NEXT, START
 from idblocks_core.core import core, invocation_deadline
 from idblocks_core.observability import logger, tracer
 
-app = http.Api()
-CREATE_ERRORS = ("invalid_name", "invalid_start", "invalid_max", "counter_exists", "below_high_water_mark")
-SET_CONFLICTS = ("counter_would_move_back", "region_mismatch", "next_beyond_max")
-SET_ERRORS = ("invalid_name", "invalid_next", "invalid_cache", "counter_not_found", *SET_CONFLICTS)
+routes = http.Routes()
+ADMIN = {"security": http.ADMIN_SECURITY}
+BY_NAME = "/admin/counters/{name}"
+CONFLICTS = ("counter_would_move_back", "region_mismatch", "next_beyond_max")
 
 
-@app.route(
+@routes.route(
+    "POST",
     "/admin/counters",
-    ("POST",),
     summary="Create a counter",
-    responses=(201, "CounterState", *CREATE_ERRORS, "invalid_cache", *http.BODY_ERRORS),
-    security=http.ADMIN_SECURITY,
+    fields=(NEW_NAME, START, MAX, CACHE),
     body="CreateCounterRequest",
+    answers=(201, "CounterState", "counter_exists", "below_high_water_mark"),
+    **ADMIN,
 )
 def create_counter(request: http.Request) -> dict:
     counter = core().admin.create(request["name"], request["start"], request["max"], request["cache"])
     return http.json_response(201, counter.as_dict())
 
 
-@app.route(
+@routes.route(
+    "GET",
     "/admin/counters",
-    ("GET",),
     summary="List counters, a page at a time",
-    responses=(200, "CounterPage", "invalid_limit", "invalid_cursor"),
-    security=http.ADMIN_SECURITY,
-    params=(LIMIT, CURSOR),
+    fields=(LIMIT, CURSOR),
+    answers=(200, "CounterPage"),
+    **ADMIN,
 )
 def list_counters(request: http.Request) -> dict:
     counters, next_cursor = core().admin.list(request["limit"], request["cursor"])
     return http.json_response(200, {"counters": [c.as_dict() for c in counters], "cursor": next_cursor})
 
 
-@app.route(
-    "/admin/counters/<name>",
-    ("GET",),
+@routes.route(
+    "GET",
+    BY_NAME,
     summary="Read a counter",
-    responses=(200, "CounterState", "invalid_name", "counter_not_found"),
-    security=http.ADMIN_SECURITY,
-    params=(NAME,),
+    fields=(NAME,),
+    answers=(200, "CounterState", "counter_not_found"),
+    **ADMIN,
 )
 def get_counter(request: http.Request) -> dict:
     return http.json_response(200, core().admin.get(request["name"]).as_dict())
 
 
-@app.route(
-    "/admin/counters/<name>",
-    ("PUT",),
+@routes.route(
+    "PUT",
+    BY_NAME,
     summary="Move a counter forward (never back), change its cache setting, or both",
-    responses=(200, "CounterState", *SET_ERRORS, *http.BODY_ERRORS),
-    security=http.ADMIN_SECURITY,
-    params=(NAME,),
+    fields=(NAME, NEXT, CACHE),
     body="SetNextRequest",
+    one_of=("next", "cache"),
+    answers=(200, "CounterState", "counter_not_found", *CONFLICTS),
+    **ADMIN,
 )
 def set_next(request: http.Request) -> dict:
     counter = core().admin.update(request["name"], next_id=request["next"], cache=request["cache"])
     return http.json_response(200, counter.as_dict())
 
 
-@app.route(
-    "/admin/counters/<name>",
-    ("DELETE",),
+@routes.route(
+    "DELETE",
+    BY_NAME,
     summary="Delete a counter; its high-water mark is kept",
-    responses=(204, None, "invalid_name", "counter_not_found"),
-    security=http.ADMIN_SECURITY,
-    params=(NAME,),
+    fields=(NAME,),
+    answers=(204, None, "counter_not_found"),
+    **ADMIN,
 )
 def delete_counter(request: http.Request) -> dict:
     core().admin.delete(request["name"])
@@ -83,4 +85,4 @@ def delete_counter(request: http.Request) -> dict:
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict, context) -> dict:
     with invocation_deadline(context):
-        return http.resolve(app, event, context)
+        return http.resolve(routes, event, context)

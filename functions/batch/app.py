@@ -2,22 +2,22 @@
 
 from aws_lambda_powertools.logging import correlation_paths
 
-from idblocks_core.api import resolver as http
-from idblocks_core.api.fields import IDEMPOTENCY_KEY, NAME
+from idblocks_core.api import gateway as http
+from idblocks_core.api.fields import COUNT, IDEMPOTENCY_KEY, NAME
 from idblocks_core.core import core, invocation_deadline
 from idblocks_core.observability import logger, metrics, tracer
 
-app = http.Api()
+routes = http.Routes()
 
 
-@app.route(
-    "/counters/<name>/batch",
-    ("POST",),
+@routes.route(
+    "POST",
+    "/counters/{name}/batch",
     summary="Hand out a block of consecutive IDs",
-    responses=(200, "BatchResult", "invalid_count", *http.BODY_ERRORS, *http.ALLOCATION_ERRORS),
-    security=http.CLIENT_SECURITY,
-    params=(NAME, IDEMPOTENCY_KEY),
+    fields=(NAME, IDEMPOTENCY_KEY, COUNT),
     body="BatchRequest",
+    answers=(200, "BatchResult", *http.ALLOCATION_ERRORS),
+    security=http.CLIENT_SECURITY,
 )
 def batch(request: http.Request) -> dict:
     name = request["name"]
@@ -26,7 +26,7 @@ def batch(request: http.Request) -> dict:
         request["count"],
         route="batch",
         caller=request.caller,
-        key=request["idempotency_key"],
+        key=request["idempotency-key"],
         invocation=request.context,
     )
     return http.json_response(
@@ -40,4 +40,4 @@ def batch(request: http.Request) -> dict:
 @metrics.log_metrics
 def lambda_handler(event: dict, context) -> dict:
     with invocation_deadline(context):
-        return http.resolve(app, event, context)
+        return http.resolve(routes, event, context)

@@ -2,25 +2,25 @@
 
 from aws_lambda_powertools.logging import correlation_paths
 
-from idblocks_core.api import resolver as http
+from idblocks_core.api import gateway as http
 from idblocks_core.api.fields import IDEMPOTENCY_KEY, NAME
 from idblocks_core.core import core, invocation_deadline
 from idblocks_core.observability import logger, metrics, tracer
 
-app = http.Api()
+routes = http.Routes()
+SUMMARY = "Hand out the next ID of a counter"
+# No body, an empty one or {}: any field is refused.
+DECLARED = {"fields": (NAME, IDEMPOTENCY_KEY), "security": http.CLIENT_SECURITY}
+ANSWERS = (200, "NextResult", *http.ALLOCATION_ERRORS)
 
 
 # GET too, so a browser or curl without -X can take an ID; never cached. Each
 # GET burns an ID, and prefetchers, link previewers and crawlers follow GETs:
 # the AllowGetNext parameter (ALLOW_GET_NEXT) turns GET off.
-@app.route(
-    "/counters/<name>/next",
-    ("POST", "GET"),
-    summary="Hand out the next ID of a counter",
-    responses=(200, "NextResult", *http.ALLOCATION_ERRORS),
-    security=http.CLIENT_SECURITY,
-    params=(NAME, IDEMPOTENCY_KEY),
+@routes.route(
+    "GET", "/counters/{name}/next", summary=SUMMARY, answers=(*ANSWERS, "method_not_allowed"), **DECLARED
 )
+@routes.route("POST", "/counters/{name}/next", summary=SUMMARY, answers=ANSWERS, **DECLARED)
 def next_id(request: http.Request) -> dict:
     if request.method == "GET" and not core().settings.allow_get_next:
         return http.error_response(
@@ -35,7 +35,7 @@ def next_id(request: http.Request) -> dict:
         1,
         route="next",
         caller=request.caller,
-        key=request["idempotency_key"],
+        key=request["idempotency-key"],
         invocation=request.context,
     )
     return http.json_response(200, {"counter": name, "id": block.start})
@@ -46,4 +46,4 @@ def next_id(request: http.Request) -> dict:
 @metrics.log_metrics
 def lambda_handler(event: dict, context) -> dict:
     with invocation_deadline(context):
-        return http.resolve(app, event, context)
+        return http.resolve(routes, event, context)

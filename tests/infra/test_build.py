@@ -31,7 +31,7 @@ def test_layer_holds_the_core_and_its_pinned_dependencies():
 
 
 def test_layer_native_code_is_built_for_arm64():
-    (native,) = (BUILD / "CoreLayer" / "python" / "pydantic_core").glob("_pydantic_core.*.so")
+    (native,) = (BUILD / "CoreLayer" / "python" / "wrapt").glob("_wrappers.*.so")
     assert "aarch64" in native.name
     assert native.read_bytes()[18] == 0xB7  # ELF e_machine: EM_AARCH64
 

@@ -80,17 +80,22 @@ def test_the_breakdown_adds_up_to_the_total_it_reports():
     assert results["cold_next_ms_botocore_import"] == 250.0
 
 
-def test_the_layer_variants_drop_only_what_they_say(tmp_path):
-    """The layer-size experiment compares the layer with copies that lack
-    the packages no function imports, or botocore's other service models:
-    each copy must lack exactly that, and the layer itself stay whole."""
+def test_the_layer_variants_change_only_what_they_say(tmp_path, monkeypatch):
+    """The layer-size experiment compares the layer with a copy that has the
+    packages it carried before (pydantic), and one without botocore's other
+    service models: each copy must differ by exactly that, and the layer
+    itself stay whole."""
     from bench import server
+
+    def add_packages(target, pins):
+        assert pins == server.BEFORE_PINS
+        (target / "pydantic").mkdir()
+        (target / "pydantic" / "main.py").write_text("x")
+
+    monkeypatch.setattr(server, "add_packages", add_packages)
 
     layer = tmp_path / "layer-x" / "python"
     for relative in (
-        "pydantic/main.py",
-        "pydantic_core/core.py",
-        "pydantic-2.dist-info/METADATA",
         "botocore/client.py",
         "botocore/data/endpoints.json",
         "botocore/data/dynamodb/2012-08-10/service-2.json",
@@ -106,9 +111,7 @@ def test_the_layer_variants_drop_only_what_they_say(tmp_path):
     whole = files(layer)
     variants = server.layer_variants(layer)
     assert files(variants["full"]) == whole
-    assert files(variants["unimported_removed"]) == [
-        f for f in whole if not f.startswith(("pydantic/", "pydantic_core/", "pydantic-2"))
-    ]
+    assert files(variants["before_with_pydantic"]) == sorted([*whole, "pydantic/main.py"])
     assert files(variants["dynamodb_model_only"]) == [
         f for f in whole if not f.startswith("botocore/data/s3/")
     ]

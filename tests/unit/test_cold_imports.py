@@ -2,9 +2,11 @@
 as Lambda starts one, and serves its first request (DynamoDB stubbed); what
 it must not have loaded by then is what made the cold start slow:
 
-- pydantic and Powertools' Event Handler (about 70 ms): requests are routed
-  and validated by idblocks_core.api.resolver from the field declarations;
-  pydantic builds the OpenAPI document at development time only;
+- pydantic and Powertools' Event Handler (about 70 ms): API Gateway routes,
+  idblocks_core.api.gateway dispatches on what it matched, and the use cases
+  check the values; pydantic describes responses for the OpenAPI document at
+  development time only (it is not in the layer, but the child can import it
+  from the development environment, so a stray import would be seen);
 - boto3 (its import and s3transfer's): the client is botocore's own;
 - asyncio, which wrapt 2 imported for the X-Ray SDK's patching of botocore
   (about 25 ms with tracing on).
@@ -97,5 +99,5 @@ def test_a_cold_start_loads_neither_pydantic_nor_the_event_handler_nor_boto3(rou
     ]
     assert loaded == []
     # the check sees what it should: the handler's own stack was loaded
-    assert "idblocks_core.api.resolver" in seen["modules"]
+    assert "idblocks_core.api.gateway" in seen["modules"]
     assert ("aws_xray_sdk" in seen["modules"]) is tracing

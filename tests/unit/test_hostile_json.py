@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from idblocks_core.api import resolver as http
+from idblocks_core.api import gateway as http
 
 # (event, path name, the field a number goes in, the code that field answers with)
 BODY_ROUTES = [

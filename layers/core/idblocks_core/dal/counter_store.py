@@ -644,7 +644,7 @@ def decode_cursor(cursor: str) -> dict[str, Any]:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         data = json.loads(raw)
-    except (binascii.Error, ValueError):
+    except (binascii.Error, ValueError, TypeError):  # TypeError: a cursor given twice (a list)
         raise bad from None
     if not isinstance(data, dict) or set(data) != {"name"}:
         raise bad

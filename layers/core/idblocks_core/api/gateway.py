@@ -1,0 +1,336 @@
+"""HTTP as API Gateway's REST proxy integration hands a request over and
+takes the answer back, for the three functions.
+
+API Gateway has matched the route before a function runs: ``httpMethod``
+and ``resource`` pick the handler, ``pathParameters`` carry the name;
+``path``, which carries a custom domain's base path, is never read. Each
+request is read one way: one case-insensitive view of ``headers`` and
+``multiValueHeaders``, one parse of the body, refusing a key given twice (a
+proxy may read the first value, json.loads keeps the last). Whether a value
+is valid is decided once, by the use case's domain rules; the declarations
+here say where each value comes from, and the OpenAPI document is built from
+them (localrun/openapi.py). Every answer is ``Cache-Control: no-store``: an
+ID served from a cache is an ID handed out twice.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from idblocks_core.domain.errors import ERROR_CODES, IdBlocksError, InvalidInput
+from idblocks_core.observability import logger
+
+JSON = "application/json"
+
+# Every valid body is a few dozen bytes; anything this large is not one, and
+# refusing it before parsing bounds what a request can make the parser do:
+# no integer literal in a body that passes can reach CPython's 4,300-digit
+# limit on reading one.
+MAX_BODY_BYTES = 4096
+# Nesting beyond this is refused before json.loads sees it, which would
+# otherwise build it all (or raise RecursionError far deeper).
+MAX_JSON_DEPTH = 200
+
+# Any route may be sent a body (too large, not JSON, with fields it does not
+# take), and every one reads or writes DynamoDB; next and batch allocate.
+ALWAYS_ERRORS = (
+    "payload_too_large",
+    "unsupported_media_type",
+    "invalid_json",
+    "invalid_body",
+    "service_unavailable",
+)
+ALLOCATION_ERRORS = ("counter_not_found", "counter_exhausted", "region_mismatch", "request_in_progress")
+ALLOCATION_ERRORS += ("idempotency_key_reused",)
+# As template.yaml authenticates: next and batch by ClientAuth, admin always SigV4.
+CLIENT_SECURITY: list[dict[str, list[str]]] = [{"sigv4": []}, {"api_key": []}, {}]
+ADMIN_SECURITY: list[dict[str, list[str]]] = [{"sigv4": []}]
+
+
+@dataclass(frozen=True)
+class Field:
+    """A value a route reads: ``name`` as the request spells it (a header's in
+    lower case), ``where`` it comes from, ``code`` the error a bad value gets
+    (the domain's check words it), ``schema`` what the document says it
+    takes; ``maximum_from``: the template parameter whose default is its maximum."""
+
+    name: str
+    where: str
+    code: str
+    schema: dict[str, Any]
+    description: str
+    required: bool = False
+    default: Any = None
+    maximum_from: str = ""
+
+
+@dataclass(frozen=True)
+class Route:
+    """An operation. ``body`` names its body's schema (None: no body fields);
+    ``answers``: the success status, its schema (or None), the error codes
+    besides its fields'; ``one_of``: body fields of which one must be given."""
+
+    method: str
+    resource: str
+    handler: Callable[[Request], dict[str, Any]]
+    summary: str
+    fields: tuple[Field, ...]
+    answers: tuple[Any, ...]
+    security: list[dict[str, list[str]]]
+    body: str | None = None
+    one_of: tuple[str, ...] = ()
+
+
+class Routes:
+    """A function's routes, by (method, resource) as API Gateway names them."""
+
+    def __init__(self) -> None:
+        self.table: dict[tuple[str, str], Route] = {}
+
+    def route(self, method: str, resource: str, **declared: Any) -> Callable[[Callable], Callable]:
+        def register(handler: Callable[[Request], dict[str, Any]]) -> Callable[[Request], dict[str, Any]]:
+            self.table[(method, resource)] = Route(method, resource, handler, **declared)
+            return handler
+
+        return register
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A handler's input: each declared value by name (None if left out)."""
+
+    event: dict[str, Any]
+    context: Any
+    method: str
+    values: dict[str, Any]
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    @property
+    def caller(self) -> str:
+        return caller_of(self.event)
+
+
+# -- reading a request -----------------------------------------------------------
+
+
+def merged(single: dict[str, Any] | None, multi: dict[str, Any] | None, fold: Callable[[str], str]) -> dict:
+    """Every value of each name: API Gateway puts all in the multi-value map,
+    the last in the other; names folded by ``fold`` (lower case for headers)."""
+    values: dict[str, list[Any]] = {}
+    for name, given in (multi or {}).items():
+        values.setdefault(fold(name), []).extend(given if isinstance(given, list) else [given])
+    for name, given in (single or {}).items():
+        values.setdefault(fold(name), [given])
+    return values
+
+
+def _one(values: list[Any] | None) -> Any:
+    """A value given once; given twice it stays a list, which no check takes."""
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else values
+
+
+# A query string's integer: ASCII digits (single underscores between), a sign,
+# a fraction of zeros, white space around; else it stays text, which the
+# domain's check refuses in its own words.
+_INTEGER_TEXT = re.compile(r"\s*([+-]?[0-9](?:_?[0-9])*)(?:\.0+)?\s*")
+
+
+def _integer(text: Any) -> Any:
+    found = _INTEGER_TEXT.fullmatch(text) if isinstance(text, str) else None
+    return int(found[1]) if found else text
+
+
+def _body_text(event: dict[str, Any]) -> str | None:
+    """The body as text; refused if its bytes as sent are over MAX_BODY_BYTES,
+    or (base64, as API Gateway passes binary) not UTF-8."""
+    body = event.get("body")
+    if not body:
+        return body
+    try:
+        raw = (
+            base64.b64decode(str(body))
+            if event.get("isBase64Encoded")
+            else str(body).encode(errors="surrogatepass")
+        )
+        if len(raw) > MAX_BODY_BYTES:
+            raise InvalidInput("payload_too_large", f"request body is larger than {MAX_BODY_BYTES} bytes")
+        return raw.decode() if event.get("isBase64Encoded") else str(body)
+    except (binascii.Error, ValueError):
+        raise InvalidInput("invalid_body", "request body is not UTF-8 text") from None
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data = dict(pairs)
+    if len(data) < len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
+        raise InvalidInput("invalid_body", f"request body gives the key '{twice}' twice")
+    return data
+
+
+def _number(text: str) -> int | float:
+    """The document's integer is JSON Schema's, any number with a zero
+    fraction (5.0, 1e2): read exactly as one (a float would round
+    9007199254740993.0); one far beyond any ID stays a float, no check takes it."""
+    from decimal import Decimal  # paid only by a body with a fraction or an exponent
+
+    value = Decimal(text)
+    if value.adjusted() <= 20 and value == value.to_integral_value():
+        return int(value)
+    return float(text)
+
+
+def _not_json(constant: str) -> Any:
+    raise ValueError(f"{constant} is not JSON")
+
+
+# Strings (with their escapes) are one token, so brackets inside them are text.
+_BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.DOTALL)
+
+
+def _too_deep(text: str) -> bool:
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return False
+    depth = 0
+    for token in _BRACKETS.finditer(text):
+        char = token.group()[0]
+        depth += 1 if char in "[{" else -1 if char in "]}" else 0
+        if depth > MAX_JSON_DEPTH:
+            return True
+    return False
+
+
+def parse_body(text: str) -> Any:
+    """The body as JSON: nesting past MAX_JSON_DEPTH refused before parsing, a
+    key given twice (at any depth) refused naming it; lone surrogates (no UTF-8
+    text carries one), NaN and Infinity are not JSON."""
+    if _too_deep(text):
+        raise InvalidInput("invalid_body", "request body is nested too deeply or has too long a number")
+    try:
+        data = json.loads(text, object_pairs_hook=_object, parse_float=_number, parse_constant=_not_json)
+        json.dumps(data, ensure_ascii=False).encode()
+    except ValueError:  # JSONDecodeError, UnicodeEncodeError, the constants
+        raise InvalidInput("invalid_json", "request body is not valid JSON") from None
+    return data
+
+
+def _read_body(text: str | None, route: Route) -> dict[str, Any]:
+    """The body's fields. A route without any takes no body, an empty one,
+    null or {} (what HTTP clients send for none); GET and DELETE, whose
+    bodies HTTP gives no meaning, ignore theirs, as they always have."""
+    if route.body is None and (not text or route.method in ("GET", "DELETE")):
+        return {}
+    data = parse_body(text) if text else None
+    if data is None and route.body is None:
+        return {}
+    if not isinstance(data, dict):
+        raise InvalidInput("invalid_body", "request body must be a JSON object")
+    declared = {spec.name for spec in route.fields if spec.where == "body"}
+    unknown = next((key for key in data if key not in declared), None)
+    if unknown is not None:
+        raise InvalidInput("invalid_body", f"request body has an unknown field '{unknown}'")
+    return data
+
+
+def _read(route: Route, event: dict[str, Any], text: str | None, headers: dict[str, list[Any]]) -> dict:
+    path = event.get("pathParameters") or {}
+    body = _read_body(text, route)
+    query = merged(event.get("queryStringParameters"), event.get("multiValueQueryStringParameters"), str)
+    values = {}
+    for spec in route.fields:
+        if spec.where == "body":
+            value = body.get(spec.name)
+        elif spec.where == "path":
+            value = path[spec.name]
+        else:
+            value = _one((headers if spec.where == "header" else query).get(spec.name))
+            if spec.schema.get("type") == "integer":
+                value = _integer(value)
+        values[spec.name] = spec.default if value is None else value
+    return values
+
+
+def resolve(routes: Routes, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """What every handler returns: the body's size, the route, the media type,
+    the body, then the handler (whose use case checks every value)."""
+    try:
+        text = _body_text(event)
+        method = str(event.get("httpMethod") or "").upper()
+        route = routes.table.get((method, str(event.get("resource"))))
+        path = event.get("pathParameters") or {}
+        if route is None or not all(path.get(f.name) for f in route.fields if f.where == "path"):
+            return error_response(404, "route_not_found", "no such route")
+        headers = merged(event.get("headers"), event.get("multiValueHeaders"), str.lower)
+        media_types = {str(given).split(";")[0].strip().lower() for given in headers.get("content-type", [])}
+        if (text or route.body is not None) and media_types - {JSON}:
+            return error_response(415, "unsupported_media_type", "send the request body as application/json")
+        return route.handler(Request(event, context, method, _read(route, event, text, headers)))
+    except IdBlocksError as error:
+        return _on_domain_error(error)
+    except Exception:  # noqa: BLE001 - the one place every other failure becomes a logged 500
+        logger.exception("unexpected error")
+        return error_response(500, "internal_error", "internal error; it has been logged")
+
+
+def caller_of(event: dict[str, Any]) -> str:
+    """Who is calling, as API Gateway authenticated them: the IAM principal,
+    else the API key, else nobody in particular (ClientAuth NONE)."""
+    identity = (event.get("requestContext") or {}).get("identity") or {}
+    if identity.get("userArn"):
+        return f"iam:{identity['userArn']}"
+    if identity.get("apiKeyId"):
+        return f"apikey:{identity['apiKeyId']}"
+    return "anonymous"
+
+
+# -- answering ---------------------------------------------------------------------
+
+
+def status_of(error: IdBlocksError) -> int:
+    """The catalogue's status for the error's code; a code missing from it is a bug."""
+    entry = ERROR_CODES.get(error.code)
+    return entry.status if entry is not None and isinstance(entry.status, int) else 500
+
+
+def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    """A proxy response: ``body`` as compact JSON, or none (no Content-Type) for None."""
+    multi = {"Cache-Control": ["no-store"]} | {key: [value] for key, value in (headers or {}).items()}
+    if body is not None:
+        multi.setdefault("Content-Type", [JSON])
+        body = json.dumps(body, separators=(",", ":"))
+    return {"statusCode": status, "body": body, "isBase64Encoded": False, "multiValueHeaders": multi}
+
+
+def error_body(code: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message}}
+
+
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> dict[str, Any]:
+    return json_response(status, error_body(code, message), headers)
+
+
+def _on_domain_error(error: IdBlocksError) -> dict[str, Any]:
+    status = status_of(error)
+    retry_after = getattr(error, "retry_after_seconds", None)
+    headers = {} if retry_after is None else {"Retry-After": str(retry_after)}
+    if status >= 500:
+        cause = error.__cause__
+        logger.warning(
+            "request failed",
+            error_code=error.code,
+            error=error.message,
+            cause=None if cause is None else repr(cause),
+        )
+    return error_response(status, error.code, error.message, headers)

@@ -1,0 +1,61 @@
+"""The optional custom domain (template.yaml): off by default, and with a
+domain name, a regional domain with TLS 1.2 whose base path maps to the
+API's stage. The functions never read the path (tests/unit/test_api_edge.py
+sends every route with a base path in it), so the mapping is all it takes.
+`make lint` and `make security` check the template as it deploys by
+default; here cfn-lint checks it with the domain on."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from localrun.template import ROOT, Template
+
+DOMAIN = {
+    "CustomDomainName": "ids.example.com",
+    "CustomDomainCertificateArn": (
+        "arn:aws:acm:us-east-1:123456789012:certificate/12345678-1234-1234-1234-123456789012"
+    ),
+}
+DOMAIN_RESOURCES = ("ApiDomain", "ApiBasePathMapping")
+
+
+def test_the_domain_is_off_by_default():
+    template = Template()
+    assert not template.condition("HasCustomDomain")
+    for logical_id in DOMAIN_RESOURCES:
+        assert template.resources[logical_id]["Condition"] == "HasCustomDomain"
+    assert template.raw["Outputs"]["CustomDomainUrl"]["Condition"] == "HasCustomDomain"
+
+
+@pytest.mark.parametrize(("base_path", "mapped"), [("v1", True), ("", False)])
+def test_a_domain_maps_its_base_path_to_the_stage(base_path, mapped):
+    template = Template(parameter_overrides=DOMAIN | {"CustomDomainBasePath": base_path})
+    assert template.condition("HasCustomDomain")
+    assert template.condition("HasCustomBasePath") is mapped
+    domain = template.resources["ApiDomain"]["Properties"]
+    assert (domain["SecurityPolicy"], domain["EndpointConfiguration"]["Types"]) == ("TLS_1_2", ["REGIONAL"])
+    assert domain["RegionalCertificateArn"] == {"Ref": "CustomDomainCertificateArn"}
+    mapping = template.resources["ApiBasePathMapping"]["Properties"]
+    assert (mapping["RestApiId"], mapping["Stage"]) == ({"Ref": "Api"}, {"Ref": "Api.Stage"})
+    assert mapping["BasePath"]["Fn::If"][0] == "HasCustomBasePath"
+
+
+def test_the_template_with_a_domain_lints_clean(tmp_path):
+    text = (ROOT / "template.yaml").read_text()
+    for name, value in DOMAIN.items():
+        default = f'  {name}:\n    Type: String\n    Default: ""'
+        assert text.count(default) == 1, name
+        text = text.replace(default, f'  {name}:\n    Type: String\n    Default: "{value}"')
+    (tmp_path / "template.yaml").write_text(text)
+    assert Template(tmp_path / "template.yaml").condition("HasCustomDomain")
+    lint = subprocess.run(
+        [str(Path(sys.executable).parent / "cfn-lint"), str(tmp_path / "template.yaml")],
+        capture_output=True,
+        text=True,
+    )
+    assert lint.returncode == 0, lint.stdout + lint.stderr
