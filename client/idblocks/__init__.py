@@ -10,8 +10,13 @@ out from memory.
 
 With several regions (RegionCount K), FailoverBackend moves from one regional
 endpoint to the next when one is unavailable.
+
+Under asyncio, AsyncSequence keeps the same promises without blocking the
+event loop (``await orders.next_id()``); its HTTP backend, AsyncHttpBackend
+(idblocks.async_backend), comes with ``pip install "idblocks[async]"``.
 """
 
+from idblocks.async_sequence import AsyncSequence
 from idblocks.backend import ApiKeyAuth, Backend, Block, HttpBackend, IamAuth, NoAuth, check_name
 from idblocks.errors import (
     AuthError,
@@ -34,6 +39,7 @@ from idblocks.sequence import Sequence
 
 __all__ = [
     "ApiKeyAuth",
+    "AsyncSequence",
     "AuthError",
     "Backend",
     "Block",
