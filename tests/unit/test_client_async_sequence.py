@@ -372,7 +372,7 @@ def test_stress_200_tasks_mixing_next_id_and_take_with_cancellations_and_faults(
     async def main():
         rng = random.Random(23)
         backend = AsyncMemoryBackend(latency=0.002)
-        seq = AsyncSequence(backend, "stress", initial_block=20, wait_timeout=ONE_REQUEST)
+        seq = AsyncSequence(backend, "stress", initial_block=20, max_block=50, wait_timeout=ONE_REQUEST)
         handed, per_task = [], {}
         faults = [LOST_RESPONSE, UNAVAILABLE, THROTTLED]
 
@@ -392,6 +392,7 @@ def test_stress_200_tasks_mixing_next_id_and_take_with_cancellations_and_faults(
 
     backend, handed, per_task, unused = run(main())
     assert len(handed) > 5_000
+    assert backend.calls > 200  # many refills, each one a chance for a fault
     accounted(backend, handed, unused)  # 0 duplicates, 0 unaccounted
     assert all(increasing(ids) for ids in per_task.values())
     assert backend.cancelled == 0
@@ -422,3 +423,61 @@ def test_an_unclosed_sequence_warns_with_its_unused_count():
     seq = run(main())
     with pytest.warns(ResourceWarning, match="9 IDs went unused"):
         seq.__del__()
+
+
+# -- the loop keeps running ------------------------------------------------------------
+
+# Each refill's latency: a refill that blocked the loop would stall every task
+# for at least half of it (AsyncMemoryBackend waits half before the block is
+# taken, half after). The bound below is far above what a loop that is never
+# blocked shows, even on a loaded machine (milliseconds), and below that.
+REFILL = 1.0
+STALL = REFILL / 2
+
+
+def worst_loop_delay(backend: AsyncMemoryBackend, refills: int = 3) -> float:
+    """Tasks draw IDs as request handlers would, through blocks of 100 from
+    ``backend``, until ``refills`` blocks came; meanwhile a ticker asks to be
+    woken every millisecond. Returns its worst lateness, in seconds."""
+
+    async def main():
+        seq = AsyncSequence(backend, "lag", block_size=100)
+        done = asyncio.Event()
+        worst = 0.0
+
+        async def ticker():
+            nonlocal worst
+            loop = asyncio.get_running_loop()
+            while not done.is_set():
+                due = loop.time() + 0.001
+                await asyncio.sleep(0.001)
+                worst = max(worst, loop.time() - due)
+
+        async def handler():
+            while not done.is_set():
+                await seq.next_id()
+                await asyncio.sleep(0.005)
+
+        ticking = asyncio.create_task(ticker())
+        handlers = [asyncio.create_task(handler()) for _ in range(50)]
+        while len(backend.blocks) < refills:
+            await asyncio.sleep(0.01)
+        done.set()
+        await asyncio.wait_for(ticking, ONE_REQUEST)
+        for task in handlers:
+            task.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
+        await seq.aclose()
+        return worst
+
+    return run(main())
+
+
+def test_refills_on_the_network_never_stall_the_loop():
+    assert worst_loop_delay(AsyncMemoryBackend(latency=REFILL)) < STALL
+
+
+def test_the_loop_delay_measurement_sees_a_refill_that_blocks_the_loop():
+    """The check above can fail: a backend that sleeps without awaiting
+    stalls the ticker for at least STALL at each refill."""
+    assert worst_loop_delay(AsyncMemoryBackend(latency=REFILL, blocking=True)) >= STALL
