@@ -13,7 +13,8 @@ endpoint to the next when one is unavailable.
 
 Under asyncio, AsyncSequence keeps the same promises without blocking the
 event loop (``await orders.next_id()``); its HTTP backend, AsyncHttpBackend
-(idblocks.async_backend), comes with ``pip install "idblocks[async]"``.
+(``from idblocks.async_backend import AsyncHttpBackend``), needs
+``pip install "idblocks[async]"``.
 """
 
 from idblocks.async_sequence import AsyncSequence
