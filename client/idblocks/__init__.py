@@ -34,12 +34,13 @@ from idblocks.errors import (
     ServiceUnavailable,
     UnexpectedResponse,
 )
-from idblocks.failover import FailoverBackend
+from idblocks.failover import AsyncFailoverBackend, FailoverBackend
 from idblocks.retry import RetryPolicy
 from idblocks.sequence import Sequence
 
 __all__ = [
     "ApiKeyAuth",
+    "AsyncFailoverBackend",
     "AsyncSequence",
     "AuthError",
     "Backend",

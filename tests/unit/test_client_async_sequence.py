@@ -12,6 +12,7 @@ import random
 import pytest
 
 from idblocks import (
+    AsyncFailoverBackend,
     AsyncSequence,
     CounterExhausted,
     CounterNotFound,
@@ -481,3 +482,24 @@ def test_the_loop_delay_measurement_sees_a_refill_that_blocks_the_loop():
     """The check above can fail: a backend that sleeps without awaiting
     stalls the ticker for at least STALL at each refill."""
     assert worst_loop_delay(AsyncMemoryBackend(latency=REFILL, blocking=True)) >= STALL
+
+
+# -- failover ----------------------------------------------------------------------------
+
+
+def test_failover_moves_to_the_next_region_and_stays_there():
+    async def main():
+        east = AsyncMemoryBackend(step=2, start=1)
+        west = AsyncMemoryBackend(step=2, start=2)
+        backend = AsyncFailoverBackend([east, west])
+        east.fail_next(50, UNAVAILABLE)
+        async with AsyncSequence(backend, "orders", block_size=5) as seq:
+            ids = [await seq.next_id() for _ in range(12)]
+        return backend, east, west, ids, seq.unused_ids
+
+    backend, east, west, ids, unused = run(main())
+    assert all(i % 2 == 0 for i in ids)  # west's residue
+    assert increasing(ids)
+    assert backend.failovers == 1
+    assert east.calls == 1  # later requests started where the first succeeded
+    assert west.handed_out == len(ids) + unused
