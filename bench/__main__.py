@@ -1,12 +1,17 @@
-"""make bench: every benchmark, or those named: python -m bench [client] [server] [scale]"""
+"""make bench: every benchmark, or those named: python -m bench [client] [async] [server] [scale]"""
 
 from __future__ import annotations
 
 import sys
 
-from bench import client, scale, server
+from bench import async_client, client, scale, server
 
-BENCHMARKS = {"client": client.main, "server": server.main, "scale": scale.main}
+BENCHMARKS = {
+    "client": client.main,
+    "async": async_client.main,
+    "server": server.main,
+    "scale": scale.main,
+}
 
 
 def main() -> None:

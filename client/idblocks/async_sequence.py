@@ -10,13 +10,19 @@ It keeps Sequence's promises (client/README.md) and runs Sequence's policy
 its count and Idempotency-Key until answered, and errors. What differs is
 only how it waits and how a request goes on the network:
 
-- A block request runs in a task the AsyncSequence owns, not in a caller.
-  Callers wait on it through ``asyncio.shield``: a caller cancelled, or timed
+- A block request runs in a task the AsyncSequence owns, not in a caller,
+  and no caller awaits that task: each waits on a future of its own, which
+  the task sets when its answer is settled. So a caller cancelled, or timed
   out by ``asyncio.timeout``, while it waits (whether or not it made the
-  request) stops waiting, and the request goes on. Its answer is settled by
-  the task itself, so a block that lands is held whoever is still waiting,
-  and a request without an answer stays pending, key and count, for
-  whoever asks next (or the prefetcher).
+  request) only stops waiting; the request goes on, as if shielded. The task
+  settles its answer itself: a block that lands is held whoever still waits,
+  and a request without an answer stays pending, key and count, for whoever
+  asks next (or the prefetcher).
+- When a block lands, only as many waiting callers are woken as it has IDs
+  for, first come first woken; the others wait on, and the next request
+  goes out at once for them. (Waking every waiter at every block, as
+  Sequence's notify_all does, stalled the loop for tens of milliseconds
+  with a thousand tasks waiting.)
 - The prefetcher is that same task, started ahead when the prefetch mark is
   passed; there is no thread.
 - No caller owns a request, so no caller is told ServiceUnavailable because
@@ -33,6 +39,7 @@ can serve it: before a failure is raised, what is held is looked at again.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import os
 import sys
@@ -106,6 +113,9 @@ class AsyncSequence(BlockHolder):
         self._hold_nothing()
         # The one block request on the network, owned by this sequence.
         self._request_task: asyncio.Task[None] | None = None
+        # Callers waiting for a block, first come first: what each needs,
+        # and the future that wakes it.
+        self._waiters: collections.deque[tuple[int, asyncio.Future[None]]] = collections.deque()
 
     # -- handing out -------------------------------------------------------------
 
@@ -164,9 +174,8 @@ class AsyncSequence(BlockHolder):
         Raises a failure retrying cannot fix, answered since the caller began
         (``seen``): the caller has just found nothing held that serves it, and
         nothing ran in between, so exhaustion is told last. Else makes sure a
-        request is on the network and waits for its answer, shielded: a
-        cancelled caller leaves it running. ServiceUnavailable at
-        ``deadline``."""
+        request is on the network and waits to be woken: a cancelled caller
+        leaves the request running. ServiceUnavailable at ``deadline``."""
         failure = self._failure if self._answers != seen else None
         if failure is not None and failure.final_for(need):
             raise _fresh(failure.error)
@@ -176,12 +185,11 @@ class AsyncSequence(BlockHolder):
                     f"no block for '{self.counter}' within {self.wait_timeout} s"
                 ) from failure.error
             self._send_pending(need)
-        task = self._request_task
-        assert task is not None
-        left = deadline - time.monotonic()
+        woken = asyncio.get_running_loop().create_future()
+        self._waiters.append((need, woken))
         try:
-            async with asyncio.timeout(max(left, 0)):
-                await asyncio.shield(task)
+            async with asyncio.timeout(max(deadline - time.monotonic(), 0)):
+                await woken
         except TimeoutError:
             raise ServiceUnavailable(f"no block for '{self.counter}' within {self.wait_timeout} s") from None
 
@@ -229,10 +237,30 @@ class AsyncSequence(BlockHolder):
         else:
             return  # a forked child's copy of its parent's request: not ours to settle
         self._answers += 1
+        landed = False
         # A smaller request after a size refusal is made by the callers
         # still waiting, each for its own need; so is a retry.
         with contextlib.suppress(Exception):  # kept in _failure for the callers that wait
-            self._settle(request, outcome, time.monotonic() - started, 0)
+            landed = self._settle(request, outcome, time.monotonic() - started, 0)
+        if not landed:
+            self._wake(everyone=True)  # each decides: its error, or ask again
+            return
+        self._wake(everyone=False)
+        if self._waiters and not self._closed:
+            self._send_pending(1)  # for those still waiting
+
+    def _wake(self, *, everyone: bool) -> None:
+        """Wake the waiting callers: every one, or, first come first, as many
+        as the IDs held can serve."""
+        held = len(self._left_in_segment()) + len(self._rest or ()) + sum(map(len, self._ready))
+        while self._waiters and (everyone or held > 0):
+            need, woken = self._waiters.popleft()
+            if not woken.done():  # else cancelled, or timed out
+                woken.set_result(None)
+                held -= need
+        # Cancelled waiters left behind are dropped as they reach the front.
+        while self._waiters and self._waiters[0][1].done():
+            self._waiters.popleft()
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -246,6 +274,7 @@ class AsyncSequence(BlockHolder):
         if self._closed:
             return self.unused_ids or 0
         self._closed = True
+        self._wake(everyone=True)  # to hear that it is closed
         deadline = time.monotonic() + timeout
         if self._request_task is not None and timeout > 0:
             # asyncio.wait shields it: a cancelled aclose() leaves the request running.

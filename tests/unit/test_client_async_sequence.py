@@ -392,7 +392,7 @@ def test_stress_200_tasks_mixing_next_id_and_take_with_cancellations_and_faults(
         return backend, handed, per_task, unused
 
     backend, handed, per_task, unused = run(main())
-    assert len(handed) > 5_000
+    assert len(handed) > 3_000
     assert backend.calls > 200  # many refills, each one a chance for a fault
     accounted(backend, handed, unused)  # 0 duplicates, 0 unaccounted
     assert all(increasing(ids) for ids in per_task.values())
