@@ -30,6 +30,9 @@ only how it waits and how a request goes on the network:
   ``wait_timeout``, and each request is bounded by the backend's retry policy.
   Errors retrying cannot fix reach every waiting caller as their own type.
 
+One AsyncSequence serves the tasks of one event loop at a time (one per
+process and loop: a worker's lifespan, say); it is not for threads.
+
 IDs and ranges increase per task, as Sequence's do per thread: the event loop
 runs one task at a time, and each step hands out from the lowest IDs held.
 A caller is told CounterExhausted (or any final error) only when nothing held
@@ -213,10 +216,10 @@ class AsyncSequence(BlockHolder):
         the network, in a task of this sequence's."""
         request = self._new_request(need)
         self._request_task = asyncio.get_running_loop().create_task(
-            self._send(request, need), name=f"idblocks-{self.counter}"
+            self._send(request), name=f"idblocks-{self.counter}"
         )
 
-    async def _send(self, request: _Request, need: int) -> None:
+    async def _send(self, request: _Request) -> None:
         """Send ``request`` once and settle its answer, for whoever waits.
         Never raises: how it failed is kept in ``_failure``."""
         started = time.monotonic()
@@ -226,9 +229,11 @@ class AsyncSequence(BlockHolder):
             )
         except asyncio.CancelledError:
             # Nothing here cancels it; the loop going away does: the
-            # request stays pending, unanswered, as after a lost answer.
+            # request stays pending, unanswered, as after a lost answer,
+            # and whoever waits asks again.
             if self._request_task is asyncio.current_task():
                 self._request_task = None
+                self._wake(everyone=True)
             raise
         except Exception as exc:  # noqa: BLE001 - settled below
             outcome = exc
