@@ -6,6 +6,7 @@ nothing and repeat nothing. Each test runs its own loop (asyncio.run)."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import random
 
@@ -503,3 +504,59 @@ def test_failover_moves_to_the_next_region_and_stays_there():
     assert backend.failovers == 1
     assert east.calls == 1  # later requests started where the first succeeded
     assert west.handed_out == len(ids) + unused
+
+
+class GatedBackend:
+    """AsyncMemoryBackend whose requests each wait for the test to let them through."""
+
+    def __init__(self) -> None:
+        self.memory = AsyncMemoryBackend()
+        self.gate = asyncio.Semaphore(0)
+        self.waiting = 0
+
+    async def allocate(self, counter, count, *, idempotency_key):
+        self.waiting += 1
+        await self.gate.acquire()
+        self.waiting -= 1
+        return await self.memory.allocate(counter, count, idempotency_key=idempotency_key)
+
+
+class CountingDeque(collections.deque):
+    appended = 0
+
+    def append(self, item):
+        CountingDeque.appended += 1
+        super().append(item)
+
+
+def test_a_block_wakes_only_as_many_waiters_as_it_has_ids_for():
+    """A thousand tasks waiting on one request were all woken by its block,
+    900 of them to find nothing and wait again: tens of milliseconds of
+    loop time at every block."""
+
+    async def main():
+        backend = GatedBackend()
+        seq = AsyncSequence(backend, "herd", block_size=10, prefetch=False)
+        seq._waiters = CountingDeque()
+        callers = [asyncio.create_task(seq.next_id()) for _ in range(100)]
+        while backend.waiting == 0:
+            await asyncio.sleep(0)
+        waits_before = CountingDeque.appended
+        backend.gate.release()  # the first block: 10 IDs
+        while backend.waiting == 0:  # the next request goes out for the 90 still waiting
+            await asyncio.sleep(0)
+        for _ in range(10):
+            await asyncio.sleep(0)  # the woken callers run
+        served = sum(task.done() for task in callers)
+        waits_after = CountingDeque.appended
+        for _ in range(9):
+            backend.gate.release()
+        ids = await asyncio.gather(*callers)
+        await seq.aclose()
+        return waits_before, waits_after, served, ids
+
+    waits_before, waits_after, served, ids = run(main())
+    assert waits_before == 100
+    assert served == 10
+    assert waits_after == waits_before  # nobody was woken for nothing
+    assert sorted(ids) == list(range(1, 101))
