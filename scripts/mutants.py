@@ -251,8 +251,8 @@ MUTANTS = [
         "async-new-key-per-attempt",
         "AsyncSequence asks again for a block with a new Idempotency-Key",
         "client/idblocks/async_sequence.py",
-        "        request = self._new_request(need)\n        self._request_task",
-        "        self._pending = None\n        request = self._new_request(need)\n        self._request_task",
+        "        request = self._pending or self._new_request(need)\n",
+        "        request = self._new_request(need)\n",
         (
             "tests/unit/test_client_async_sequence.py::test_callers_cancelled_at_random_points_under_faults_lose_and_repeat_nothing",
             "tests/unit/test_client_async_sequence.py::test_stress_200_tasks_mixing_next_id_and_take_with_cancellations_and_faults",

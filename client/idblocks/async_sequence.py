@@ -214,7 +214,7 @@ class AsyncSequence(BlockHolder):
     def _send_pending(self, need: int) -> None:
         """Put the pending request (or a new one for at least ``need`` IDs) on
         the network, in a task of this sequence's."""
-        request = self._new_request(need)
+        request = self._pending or self._new_request(need)
         self._request_task = asyncio.get_running_loop().create_task(
             self._send(request), name=f"idblocks-{self.counter}"
         )

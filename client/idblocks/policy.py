@@ -395,11 +395,11 @@ class BlockHolder:
         return max(need, wanted)
 
     def _new_request(self, need: int) -> _Request:
-        """The pending request: made now, for at least ``need`` IDs, with a
-        key drawn now (in this process), unless one is already pending."""
-        if self._pending is None:
-            self._pending = _Request(uuid.uuid4().hex, self._size_for(need))
-            self.sizer.demand_from(self.clock())
+        """A new pending request, for at least ``need`` IDs, with a key drawn
+        now (in this process). Only when none is pending: a pending request
+        is sent again as it is, key and count, until it is answered."""
+        self._pending = _Request(uuid.uuid4().hex, self._size_for(need))
+        self.sizer.demand_from(self.clock())
         return self._pending
 
     def _settle(self, request: _Request, outcome: Block | BaseException, seconds: float, need: int) -> bool:
