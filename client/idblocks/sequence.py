@@ -25,6 +25,9 @@ capacity (the counter is hot) lengthens the runway, up to ``max_runway``.
 A process forked from one holding a Sequence starts it afresh: it drops the
 blocks, the request and the prefetcher it inherited (the parent still owns
 them) and fetches its own blocks, with keys drawn in the child.
+
+What is decided here, and not how it waits, lives in idblocks.policy, which
+AsyncSequence shares: this module is the threads' driver of it.
 """
 
 from __future__ import annotations
