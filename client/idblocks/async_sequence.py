@@ -227,16 +227,17 @@ class AsyncSequence(BlockHolder):
             outcome: Block | BaseException = await self.backend.allocate(
                 self.counter, request.size, idempotency_key=request.key
             )
-        except asyncio.CancelledError:
-            # Nothing here cancels it; the loop going away does: the
-            # request stays pending, unanswered, as after a lost answer,
-            # and whoever waits asks again.
+        except Exception as exc:  # noqa: BLE001 - settled below
+            outcome = exc
+        except BaseException:
+            # Cancelled (nothing here cancels it; the loop going away does),
+            # or the process is being interrupted: the request stays
+            # pending, unanswered, as after a lost answer, and whoever waits
+            # asks again.
             if self._request_task is asyncio.current_task():
                 self._request_task = None
                 self._wake(everyone=True)
             raise
-        except Exception as exc:  # noqa: BLE001 - settled below
-            outcome = exc
         if self._request_task is asyncio.current_task():
             self._request_task = None
         else:

@@ -562,3 +562,25 @@ def test_a_block_wakes_only_as_many_waiters_as_it_has_ids_for():
     assert served == 10
     assert waits_after == waits_before  # nobody was woken for nothing
     assert sorted(ids) == list(range(1, 101))
+
+
+def test_a_request_cancelled_under_its_waiters_is_asked_again_with_its_key():
+    """The request task is cancelled only when its loop goes away; its
+    waiters must not be left waiting for an answer that never comes."""
+
+    async def main():
+        backend = AsyncMemoryBackend(latency=0.2)
+        seq = AsyncSequence(backend, "orders", block_size=10)
+        waiter = asyncio.create_task(seq.next_id())
+        while backend.in_flight == 0:
+            await asyncio.sleep(0.001)
+        key = seq._pending.key
+        seq._request_task.cancel()
+        got = await asyncio.wait_for(waiter, ONE_REQUEST)
+        unused = await seq.aclose()
+        return backend, key, got, unused
+
+    backend, key, got, unused = run(main())
+    assert got == 1
+    assert backend.memory._by_key.keys() == {key}  # the same request, asked again
+    accounted(backend, [got], unused)
