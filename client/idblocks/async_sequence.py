@@ -19,10 +19,10 @@ only how it waits and how a request goes on the network:
   and a request without an answer stays pending, key and count, for whoever
   asks next (or the prefetcher).
 - When a block lands, only as many waiting callers are woken as it has IDs
-  for, first come first woken; the others wait on, and the next request
-  goes out at once for them. (Waking every waiter at every block, as
-  Sequence's notify_all does, stalled the loop for tens of milliseconds
-  with a thousand tasks waiting.)
+  for, first come first woken, WAKE_BATCH of them per turn of the loop; the
+  others wait on, and the next request goes out at once for them. (Waking
+  every waiter at every block, as Sequence's notify_all does, stalled the
+  loop for tens of milliseconds with a thousand tasks waiting.)
 - The prefetcher is that same task, started ahead when the prefetch mark is
   passed; there is no thread.
 - No caller owns a request, so no caller is told ServiceUnavailable because
@@ -63,6 +63,9 @@ from idblocks.policy import (
     _fresh,
     _Request,
 )
+
+# How many waiting callers are woken in one turn of the event loop.
+WAKE_BATCH = 32
 
 
 class AsyncBackend(Protocol):
@@ -251,19 +254,33 @@ class AsyncSequence(BlockHolder):
         if not landed:
             self._wake(everyone=True)  # each decides: its error, or ask again
             return
-        self._wake(everyone=False)
-        if self._waiters and not self._closed:
-            self._send_pending(1)  # for those still waiting
+        if self._wake(everyone=False) and not self._closed:
+            self._send_pending(1)  # for those the block cannot serve
 
-    def _wake(self, *, everyone: bool) -> None:
+    def _wake(self, *, everyone: bool) -> bool:
         """Wake the waiting callers: every one, or, first come first, as many
-        as the IDs held can serve."""
+        as the IDs held can serve. True if some are left waiting."""
         held = len(self._left_in_segment()) + len(self._rest or ()) + sum(map(len, self._ready))
-        while self._waiters and (everyone or held > 0):
+        wanted = sum(need for need, woken in self._waiters if not woken.done())
+        self._wake_some(None if everyone else held)
+        return not everyone and wanted > held
+
+    def _wake_some(self, held: int | None) -> None:
+        """Wake up to WAKE_BATCH callers (all of them if ``held`` is None,
+        else while ``held`` lasts), and the next batch at the loop's next
+        turn: callers woken in one turn run in one turn, and a thousand of
+        them held the loop for tens of milliseconds."""
+        batch = 0
+        while self._waiters and (held is None or held > 0):
+            if batch == WAKE_BATCH:
+                asyncio.get_running_loop().call_soon(self._wake_some, held)
+                return
             need, woken = self._waiters.popleft()
             if not woken.done():  # else cancelled, or timed out
                 woken.set_result(None)
-                held -= need
+                batch += 1
+                if held is not None:
+                    held -= need
         # Cancelled waiters left behind are dropped as they reach the front.
         while self._waiters and self._waiters[0][1].done():
             self._waiters.popleft()
