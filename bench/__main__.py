@@ -1,14 +1,15 @@
-"""make bench: every benchmark, or those named: python -m bench [client] [node] [server] [scale] [cost]"""
+"""make bench: every benchmark, or those named: python -m bench [client] [async] [node] [server] [scale] [cost]"""
 
 from __future__ import annotations
 
 import sys
 
-from bench import client, cost, node, scale, server
+from bench import async_client, client, cost, node, scale, server
 
 # cost reads scale's results: it runs after it.
 BENCHMARKS = {
     "client": client.main,
+    "async": async_client.main,
     "node": node.main,
     "server": server.main,
     "scale": scale.main,

@@ -245,11 +245,33 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "async-caller-owns-request",
+        "an AsyncSequence caller awaits the block request itself: its cancellation cancels the request",
+        "client/idblocks/async_sequence.py",
+        "                await woken\n",
+        "                await self._request_task\n",
+        (
+            "tests/unit/test_client_async_sequence.py::test_a_caller_cancelled_while_its_request_is_on_the_network_loses_nothing",
+            "tests/unit/test_client_async_sequence.py::test_stress_200_tasks_mixing_next_id_and_take_with_cancellations_and_faults",
+        ),
+    ),
+    Mutant(
+        "async-new-key-per-attempt",
+        "AsyncSequence asks again for a block with a new Idempotency-Key",
+        "client/idblocks/async_sequence.py",
+        "        request = self._pending or self._new_request(need)\n",
+        "        request = self._new_request(need)\n",
+        (
+            "tests/unit/test_client_async_sequence.py::test_callers_cancelled_at_random_points_under_faults_lose_and_repeat_nothing",
+            "tests/unit/test_client_async_sequence.py::test_stress_200_tasks_mixing_next_id_and_take_with_cancellations_and_faults",
+        ),
+    ),
+    Mutant(
         "client-take-races",
         "take() carves IDs while next_id may still draw from the same segment",
-        "client/idblocks/sequence.py",
-        "                self._ids = _EXHAUSTED\n                current = self._left_in_segment()",
-        "                current = self._left_in_segment()",
+        "client/idblocks/policy.py",
+        "            self._ids = _EXHAUSTED\n            current = self._left_in_segment()",
+        "            current = self._left_in_segment()",
         ("tests/unit/test_client_sequence.py::test_take_never_hands_out_what_a_concurrent_next_id_gets",),
     ),
     Mutant(

@@ -10,8 +10,14 @@ out from memory.
 
 With several regions (RegionCount K), FailoverBackend moves from one regional
 endpoint to the next when one is unavailable.
+
+Under asyncio, AsyncSequence keeps the same promises without blocking the
+event loop (``await orders.next_id()``); its HTTP backend, AsyncHttpBackend
+(``from idblocks.async_backend import AsyncHttpBackend``), needs
+``pip install "idblocks[async]"``.
 """
 
+from idblocks.async_sequence import AsyncSequence
 from idblocks.backend import ApiKeyAuth, Backend, Block, HttpBackend, IamAuth, NoAuth, check_name
 from idblocks.errors import (
     AuthError,
@@ -28,12 +34,14 @@ from idblocks.errors import (
     ServiceUnavailable,
     UnexpectedResponse,
 )
-from idblocks.failover import FailoverBackend
+from idblocks.failover import AsyncFailoverBackend, FailoverBackend
 from idblocks.retry import RetryPolicy
 from idblocks.sequence import Sequence
 
 __all__ = [
     "ApiKeyAuth",
+    "AsyncFailoverBackend",
+    "AsyncSequence",
     "AuthError",
     "Backend",
     "Block",

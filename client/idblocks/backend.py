@@ -19,6 +19,7 @@ import os
 import re
 import uuid
 import weakref
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode, urlparse
@@ -114,12 +115,17 @@ class IamAuth:
     endpoint (``region``, else the execute-api host name, else AWS_REGION,
     AWS_DEFAULT_REGION or the profile's region)."""
 
-    def __init__(self, region: str | None = None, session: Any = None) -> None:
+    def __init__(self, region: str | None = None, session: Any = None, *, lazy: bool = False) -> None:
+        """``lazy``: look for credentials at the first request, not now.
+        Finding them can block on the network (an instance role asks the
+        metadata service); AsyncHttpBackend signs in a worker thread, so
+        with ``lazy`` nothing of it runs on the event loop."""
         import botocore.session
 
         self._session = session or botocore.session.get_session()
         self._region = region
-        self._credentials()
+        if not lazy:
+            self._credentials()
 
     def _credentials(self) -> Any:
         from botocore.exceptions import BotoCoreError
@@ -180,10 +186,7 @@ class HttpBackend:
         retry: RetryPolicy | None = None,
         pool_size: int = 10,
     ) -> None:
-        url = urlparse(endpoint)
-        if url.scheme not in ("http", "https") or not url.hostname:
-            raise ValueError(f"endpoint must be an http(s) URL, not {endpoint!r}")
-        self.endpoint = endpoint.rstrip("/")
+        self.endpoint = endpoint_of(endpoint)
         self.auth = auth or NoAuth()
         prepare = getattr(self.auth, "prepare", None)
         if prepare is not None:
@@ -208,18 +211,9 @@ class HttpBackend:
 
     def allocate(self, counter: str, count: int, *, idempotency_key: str | None = None) -> Block:
         """POST /counters/{counter}/batch. Safe to call again with the same key."""
-        path = f"/counters/{_name(counter)}/batch"
+        path = batch_path(counter)
         body, refusals = self._send("POST", path, {"count": count}, idempotency_key or new_key(), True)
-        start, end = _int_field(body, "start", path), _int_field(body, "end", path)
-        # A service from before regions existed sends no step: its blocks are consecutive.
-        step = _int_field(body, "step", path) if "step" in body else 1
-        if end < start:
-            raise UnexpectedResponse(f"POST {path} answered the empty block [{start}, {end}]")
-        if step < 1 or (end - start) % step:
-            raise UnexpectedResponse(
-                f"POST {path} answered a block [{start}, {end}] that step {step} does not fit"
-            )
-        return Block(start, end, step, capacity_refusals=refusals)
+        return block_of(body, path, refusals)
 
     def next(self, counter: str, *, idempotency_key: str | None = None) -> int:
         path = f"/counters/{_name(counter)}/next"
@@ -294,60 +288,32 @@ class HttpBackend:
     ) -> tuple[Any, int]:
         """request(), and how many attempts were refused for capacity before
         the answer (a ServiceUnavailable carries that count too)."""
-        url = self.endpoint + path
-        data = json.dumps(body).encode() if body is not None else None
-        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
-        if data is not None:
-            headers["Content-Type"] = "application/json"
-        if idempotency_key is not None:
-            headers["Idempotency-Key"] = idempotency_key
-        policy = self.retry
-        started = policy.clock()
-        failure = "no attempt made"
-        server_errors = 0
-        refusals = 0
-        for attempt in range(policy.attempts):
-            retry_after = None
-            try:
-                signed = {**headers, **self.auth.headers(method, url, data)}
-                response = self._http.request(method, url, body=data, headers=signed, redirect=False)
-            except (NewConnectionError, ConnectTimeoutError) as exc:
-                failure = f"cannot connect to {self.endpoint}: {exc}"  # never sent: always safe to retry
-            except HTTPError as exc:
-                failure = f"{type(exc).__name__} talking to {self.endpoint}: {exc}"
-                if not retry_unknown_outcome:
-                    raise ServiceUnavailable(
-                        failure + " (the request may have been applied)", capacity_refusals=refusals
-                    ) from exc
-            else:
-                if response.status < 300:
-                    return _json_of(response, method, path), refusals
-                code, message = _error_of(response)
-                if _capacity_refusal(response.status, code):
-                    refusals += 1
-                if response.status == SERVER_ERROR and retry_unknown_outcome:
-                    server_errors += 1
-                    if server_errors == policy.server_error_attempts:
-                        raise ServiceUnavailable(
-                            f"{method} {path} answered {code}: {message} (HTTP 500) {server_errors} times"
-                            + (" (the request may have been applied)" if method == "POST" else ""),
-                            capacity_refusals=refusals,
-                        )
-                elif not _retryable(response.status, code):
-                    raise error_for(response.status, code, message)
-                failure = f"{code}: {message} (HTTP {response.status})"
-                retry_after = parse_retry_after(response.headers.get("Retry-After"), policy.now())
-            if attempt + 1 == policy.attempts:
-                break
-            wait = policy.delay(attempt + 1, retry_after)
-            if policy.clock() - started + wait > policy.deadline:
-                if retry_after is not None and retry_after == wait:
-                    failure += f"; asked to retry after {wait:g} s, past the {policy.deadline:g} s deadline"
-                break
-            policy.sleep(wait)
-        raise ServiceUnavailable(
-            f"{method} {path} failed after {attempt + 1} attempt(s): {failure}", capacity_refusals=refusals
+        steps = exchange(
+            self.endpoint, self.retry, method, path, body, idempotency_key, retry_unknown_outcome
         )
+        outcome: Reply | NoReply | None = None
+        try:
+            while True:
+                step = steps.send(outcome)
+                if isinstance(step, Attempt):
+                    outcome = self._attempt(step)
+                else:
+                    self.retry.sleep(step)
+                    outcome = None
+        except StopIteration as done:
+            return done.value
+
+    def _attempt(self, attempt: Attempt) -> Reply | NoReply:
+        try:
+            signed = {**attempt.headers, **self.auth.headers(attempt.method, attempt.url, attempt.data)}
+            response = self._http.request(
+                attempt.method, attempt.url, body=attempt.data, headers=signed, redirect=False
+            )
+        except (NewConnectionError, ConnectTimeoutError) as exc:
+            return NoReply(f"cannot connect to {self.endpoint}: {exc}", exc, sent=False)
+        except HTTPError as exc:
+            return NoReply(f"{type(exc).__name__} talking to {self.endpoint}: {exc}", exc, sent=True)
+        return Reply(response.status, response.data, response.headers.get("Retry-After"))
 
     def close(self) -> None:
         self._http.clear()
@@ -364,6 +330,131 @@ def _backends_after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_backends_after_fork_in_child)
+
+
+# -- one request and its retries, for HttpBackend and AsyncHttpBackend alike ----------
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """Put this on the network once (signed by the driver: SigV4 dates each attempt)."""
+
+    method: str
+    url: str
+    data: bytes | None
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What came back for an attempt."""
+
+    status: int
+    data: bytes
+    retry_after: str | None
+
+
+@dataclass(frozen=True)
+class NoReply:
+    """An attempt that got no answer: never ``sent`` (it cannot have been
+    applied), or sent and then lost (it may have been)."""
+
+    message: str
+    error: BaseException
+    sent: bool
+
+
+def exchange(
+    endpoint: str,
+    policy: RetryPolicy,
+    method: str,
+    path: str,
+    body: Any,
+    idempotency_key: str | None,
+    retry_unknown_outcome: bool,
+) -> Generator[Attempt | float, Reply | NoReply | None, tuple[Any, int]]:
+    """The whole life of one request, without its I/O: yields an Attempt to
+    put on the network (the driver sends back its Reply or NoReply) or a
+    number of seconds to wait before the next; returns the JSON body and how
+    many attempts were refused for capacity, or raises what the client
+    raises. HttpBackend drives it with urllib3 and time.sleep, and
+    AsyncHttpBackend with httpx and asyncio.sleep, so that what is retried,
+    with which key, and which error a caller hears, are decided here once."""
+    url = endpoint + path
+    data = json.dumps(body).encode() if body is not None else None
+    headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+    if data is not None:
+        headers["Content-Type"] = "application/json"
+    if idempotency_key is not None:
+        headers["Idempotency-Key"] = idempotency_key
+    started = policy.clock()
+    failure = "no attempt made"
+    server_errors = 0
+    refusals = 0
+    for attempt in range(policy.attempts):
+        retry_after = None
+        outcome = yield Attempt(method, url, data, headers)
+        if isinstance(outcome, NoReply):
+            failure = outcome.message  # never sent: always safe to retry
+            if outcome.sent and not retry_unknown_outcome:
+                raise ServiceUnavailable(
+                    failure + " (the request may have been applied)", capacity_refusals=refusals
+                ) from outcome.error
+        elif isinstance(outcome, Reply):
+            if outcome.status < 300:
+                return _json_of(outcome, method, path), refusals
+            code, message = _error_of(outcome)
+            if _capacity_refusal(outcome.status, code):
+                refusals += 1
+            if outcome.status == SERVER_ERROR and retry_unknown_outcome:
+                server_errors += 1
+                if server_errors == policy.server_error_attempts:
+                    raise ServiceUnavailable(
+                        f"{method} {path} answered {code}: {message} (HTTP 500) {server_errors} times"
+                        + (" (the request may have been applied)" if method == "POST" else ""),
+                        capacity_refusals=refusals,
+                    )
+            elif not _retryable(outcome.status, code):
+                raise error_for(outcome.status, code, message)
+            failure = f"{code}: {message} (HTTP {outcome.status})"
+            retry_after = parse_retry_after(outcome.retry_after, policy.now())
+        if attempt + 1 == policy.attempts:
+            break
+        wait = policy.delay(attempt + 1, retry_after)
+        if policy.clock() - started + wait > policy.deadline:
+            if retry_after is not None and retry_after == wait:
+                failure += f"; asked to retry after {wait:g} s, past the {policy.deadline:g} s deadline"
+            break
+        yield wait
+    raise ServiceUnavailable(
+        f"{method} {path} failed after {attempt + 1} attempt(s): {failure}", capacity_refusals=refusals
+    )
+
+
+def endpoint_of(endpoint: str) -> str:
+    """The API's base URL, checked, without a trailing slash."""
+    url = urlparse(endpoint)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise ValueError(f"endpoint must be an http(s) URL, not {endpoint!r}")
+    return endpoint.rstrip("/")
+
+
+def batch_path(counter: str) -> str:
+    return f"/counters/{_name(counter)}/batch"
+
+
+def block_of(body: Any, path: str, refusals: int) -> Block:
+    """The block a batch request was answered, checked."""
+    start, end = _int_field(body, "start", path), _int_field(body, "end", path)
+    # A service from before regions existed sends no step: its blocks are consecutive.
+    step = _int_field(body, "step", path) if "step" in body else 1
+    if end < start:
+        raise UnexpectedResponse(f"POST {path} answered the empty block [{start}, {end}]")
+    if step < 1 or (end - start) % step:
+        raise UnexpectedResponse(
+            f"POST {path} answered a block [{start}, {end}] that step {step} does not fit"
+        )
+    return Block(start, end, step, capacity_refusals=refusals)
 
 
 def _retryable(status: int, code: str) -> bool:

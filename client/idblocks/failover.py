@@ -19,7 +19,7 @@ B then answers costs the IDs of A's block (a gap), never a duplicate.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Generator, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -60,6 +60,22 @@ class FailoverBackend:
         request it gave up on moves on, as any unavailability does (each
         region has its own counter item); the refusals of every region
         tried are added to what is returned, so that the Sequence backs off."""
+        steps = self._tries()
+        outcome: Block | ServiceUnavailable | None = None
+        try:
+            while True:
+                index = steps.send(outcome)
+                try:
+                    outcome = self.backends[index].allocate(counter, count, idempotency_key=idempotency_key)
+                except ServiceUnavailable as exc:
+                    outcome = exc
+        except StopIteration as done:
+            return done.value
+
+    def _tries(self) -> Generator[int, Block | ServiceUnavailable | None, Block]:
+        """Which region to ask next (yielded: the driver sends back its block
+        or its ServiceUnavailable), and what the request comes to: shared by
+        FailoverBackend and AsyncFailoverBackend."""
         with self._lock:
             first = self._current
         failure: ServiceUnavailable | None = None
@@ -69,12 +85,13 @@ class FailoverBackend:
         refusals = 0
         for offset in range(len(self.backends)):
             index = (first + offset) % len(self.backends)
-            try:
-                block = self.backends[index].allocate(counter, count, idempotency_key=idempotency_key)
-            except ServiceUnavailable as exc:
-                failure = exc
-                refusals += exc.capacity_refusals
+            outcome = yield index
+            if isinstance(outcome, ServiceUnavailable):
+                failure = outcome
+                refusals += outcome.capacity_refusals
                 continue
+            assert isinstance(outcome, Block)
+            block = outcome
             if offset:
                 with self._lock:
                     # Later requests start where this one succeeded.
@@ -87,3 +104,30 @@ class FailoverBackend:
         raise ServiceUnavailable(
             f"every region is unavailable; the last said: {failure}", capacity_refusals=refusals
         ) from failure
+
+
+class AsyncFailoverBackend(FailoverBackend):
+    """FailoverBackend for AsyncSequence: the same choice of region, over
+    AsyncHttpBackends (or any backend with a coroutine ``allocate``)."""
+
+    backends: list[Any]
+
+    @classmethod
+    def over(cls, endpoints: Iterable[str], **http_options: Any) -> AsyncFailoverBackend:
+        """One AsyncHttpBackend per endpoint (needs idblocks[async])."""
+        from idblocks.async_backend import AsyncHttpBackend
+
+        return cls(AsyncHttpBackend(endpoint, **http_options) for endpoint in endpoints)
+
+    async def allocate(self, counter: str, count: int, *, idempotency_key: str) -> Block:  # type: ignore[override]
+        steps = self._tries()
+        outcome: Block | ServiceUnavailable | None = None
+        while True:
+            try:
+                index = steps.send(outcome)
+            except StopIteration as done:
+                return done.value
+            try:
+                outcome = await self.backends[index].allocate(counter, count, idempotency_key=idempotency_key)
+            except ServiceUnavailable as exc:
+                outcome = exc

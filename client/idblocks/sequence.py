@@ -25,218 +25,49 @@ capacity (the counter is hot) lengthens the runway, up to ``max_runway``.
 A process forked from one holding a Sequence starts it afresh: it drops the
 blocks, the request and the prefetcher it inherited (the parent still owns
 them) and fetches its own blocks, with keys drawn in the child.
+
+What is decided here, and not how it waits, lives in idblocks.policy, which
+AsyncSequence shares: this module is the threads' driver of it.
 """
 
 from __future__ import annotations
 
 import atexit
-import collections
 import contextlib
-import math
 import os
 import sys
 import threading
 import time
-import uuid
 import warnings
 import weakref
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from types import TracebackType
 
 from idblocks.backend import Backend, Block
-from idblocks.errors import (
-    CounterExhausted,
-    InvalidRequest,
-    SequenceClosed,
-    ServiceError,
-    ServiceUnavailable,
+from idblocks.errors import SequenceClosed, ServiceUnavailable
+
+# The policy both drivers share, importable from here as it always was.
+from idblocks.policy import (  # noqa: F401 - re-exported
+    CLOSE_ATTEMPTS,
+    CLOSE_TIMEOUT,
+    DEFAULT_MAX_BATCH,
+    MAX_RUNWAY,
+    BlockHolder,
+    BlockSizer,
+    _Failure,
+    _fresh,
+    _Request,
+    prefetch_tail,
+    smoothed_latency,
 )
-
-_EXHAUSTED: Iterator[int] = iter(())
-_EMPTY = range(0)
-
-
-def _after(ids: range) -> int:
-    """The ID a block continuing ``ids`` would start with (its step apart)."""
-    return ids.start + len(ids) * ids.step
-
-
-def _joined(first: range, then: range) -> range:
-    """``first`` and ``then``, which continues it, as one range."""
-    return range(first.start, _after(then), first.step)
-
-
-# The service's default MaxBatchSize.
-DEFAULT_MAX_BATCH = 1_000_000
-
-# The longest a block is sized to last, by default, however hot the counter:
-# blocks of a few minutes let a fleet of 10^4 busy clients share one counter's
-# ~1,000 writes/s (clients / runway writes/s) with room to spare, and a client
-# stopping leaves at most that long's worth of IDs unused.
-MAX_RUNWAY = 300.0
-
-# How long close() waits, by default, for a block request on the network to be
-# answered, so that the block it brings is counted: HttpBackend's default
-# timeout for one request.
-CLOSE_TIMEOUT = 10.0
-
-
-# How many times close() asks for a request whose answer was lost (the
-# backend retries within each), while its timeout lasts.
-CLOSE_ATTEMPTS = 3
 
 # The longest fork() waits for block requests on the network to finish.
 FORK_WAIT = CLOSE_TIMEOUT
 
 
-def prefetch_tail(size: int, prefetch_at: float, rate: float | None, latency: float | None) -> int:
-    """How many IDs of a block of ``size`` are still unused when the next
-    block is requested: the ``prefetch_at`` share, or, when a request takes
-    longer than that share lasts, two requests' worth at ``rate`` IDs/s (the
-    block sizer's estimate) and ``latency`` seconds (smoothed_latency's);
-    never more than the block. Pure, so that a simulation of many clients
-    decides as a Sequence does."""
-    tail = math.ceil(size * prefetch_at)
-    if rate and latency:
-        tail = max(tail, math.ceil(rate * latency * 2))
-    return min(tail, size)
-
-
-def smoothed_latency(previous: float | None, seconds: float) -> float:
-    """The moving average of block request latency a Sequence keeps, after a
-    request that took ``seconds`` (retries included)."""
-    return seconds if previous is None else 0.5 * previous + 0.5 * seconds
-
-
 def gil_enabled() -> bool:
     check = getattr(sys, "_is_gil_enabled", None)
     return True if check is None else bool(check())
-
-
-class BlockSizer:
-    """How many IDs to ask for next: enough for ``runway`` seconds at the
-    consumption rate seen so far (a moving average), growing at most
-    ``max_growth`` times per block so one burst does not over-reserve.
-
-    The runway lengthens when the counter is hot: every capacity refusal a
-    block request met (``contended``) doubles it, up to ``max_runway``
-    (``runway`` itself when None). A fleet of clients costs the counter
-    about clients / runway writes a second, so a fleet too big for the
-    counter's ~1,000 writes/s needs longer runways, and each client learns
-    it from the refusals it meets. The runway never shortens again: a fleet
-    that was too big a minute ago still is, and growing back towards the
-    short runway would bring the refusals back (bench/scale.py). What it
-    costs is bigger blocks, and more IDs unused when the client stops."""
-
-    def __init__(
-        self,
-        initial: int,
-        minimum: int,
-        maximum: int,
-        runway: float,
-        max_growth: float = 8.0,
-        max_runway: float | None = None,
-    ) -> None:
-        if not 1 <= minimum <= initial <= maximum:
-            raise ValueError("block sizes must satisfy 1 <= min_block <= initial_block <= max_block")
-        if not runway > 0:
-            raise ValueError("runway must be positive")
-        if max_runway is None:
-            max_runway = runway
-        elif not max_runway >= runway:
-            raise ValueError(f"max_runway ({max_runway!r}) must be at least runway ({runway!r})")
-        self.minimum, self.maximum, self.runway, self.max_growth = minimum, maximum, runway, max_growth
-        self.max_runway = max_runway
-        self.current_runway = runway  # runway, lengthened by capacity refusals
-        self.last = initial
-        self.rate: float | None = None  # IDs per second
-        self._since: float | None = None  # where the interval the next observation covers begins
-
-    def demand_from(self, now: float) -> None:
-        """IDs are wanted from ``now`` on (a block is asked for); the first
-        interval measured starts here, not when that block arrives."""
-        if self._since is None:
-            self._since = now
-
-    def block_finished(self, consumed: int, now: float) -> None:
-        """A block of ``consumed`` IDs ran out at ``now``. Its interval runs
-        from where the previous block ran out, not from when this one
-        arrived: demand that waited for it in between was drained from it at
-        once, and a block emptied at once by waiting callers measures the
-        rate they arrived at, not the speed of memory. (Measured from its
-        arrival, one such block read as 10^8 IDs/s and sent the sizes to
-        max_block for a dozen blocks.)"""
-        since = now if self._since is None else self._since
-        self.observe(consumed, now - since)
-        self._since = now
-
-    def observe(self, consumed: int, seconds: float) -> None:
-        """A block of ``consumed`` IDs lasted ``seconds``."""
-        if consumed <= 0:
-            return
-        sample = consumed / max(seconds, 1e-6)
-        self.rate = sample if self.rate is None else 0.5 * self.rate + 0.5 * sample
-
-    def contended(self, refusals: int) -> None:
-        """The last block request was refused ``refusals`` times for
-        capacity (answered in the end or not): double the runway for each,
-        up to max_runway. Each refusal counts, not each request: a request
-        refused again and again meets a counter far over its budget."""
-        if refusals > 0:
-            # Bounded exponent: past 2**64 every runway is at max_runway anyway.
-            self.current_runway = min(self.max_runway, self.current_runway * 2.0 ** min(refusals, 64))
-
-    def next_size(self) -> int:
-        if self.rate is not None:
-            wanted = self.rate * self.current_runway
-            wanted = min(wanted, self.last * self.max_growth)
-            self.last = int(min(self.maximum, max(self.minimum, wanted)))
-        return self.last
-
-    def cap(self, maximum: int) -> None:
-        self.maximum = max(self.minimum, min(self.maximum, maximum))
-        self.last = min(self.last, self.maximum)
-
-
-@dataclass(frozen=True)
-class _Request:
-    """A block request: fixed when first made, repeated as is until answered."""
-
-    key: str
-    size: int
-
-
-@dataclass(frozen=True)
-class _Failure:
-    """How the last answered request failed, for the threads that waited on it."""
-
-    error: BaseException
-    size: int  # the count that was refused
-
-    def final_for(self, need: int) -> bool:
-        """Whether a thread needing ``need`` IDs can hope for nothing better.
-        Refusals of a size (too large, or more than the counter has left)
-        still let a smaller request through; no answer at all is retried."""
-        if isinstance(self.error, ServiceUnavailable) or not isinstance(self.error, Exception):
-            return False
-        return not _size_refusal(self.error) or need >= self.size
-
-
-def _size_refusal(error: BaseException) -> bool:
-    return isinstance(error, CounterExhausted) or (
-        isinstance(error, InvalidRequest) and error.code == "invalid_count"
-    )
-
-
-def _fresh(error: BaseException) -> BaseException:
-    """A new instance of a shared error, so that threads raising it at once do
-    not write their tracebacks into one object."""
-    if isinstance(error, ServiceError):
-        return type(error)(error.status, error.code, error.message)
-    if isinstance(error, ServiceUnavailable):
-        return ServiceUnavailable(*error.args, capacity_refusals=error.capacity_refusals)
-    return error
 
 
 class _Signal:
@@ -268,7 +99,7 @@ def _prefetch_loop(sequence: weakref.ReferenceType[Sequence], signal: _Signal) -
         del seq  # dropped outside the lock: collecting it takes the lock
 
 
-class Sequence:
+class Sequence(BlockHolder):
     def __init__(
         self,
         backend: Backend,
@@ -297,28 +128,22 @@ class Sequence:
         last; each capacity refusal a block request meets (the counter is
         hot) doubles it, up to ``max_runway`` (by default MAX_RUNWAY, or
         ``runway`` if that is longer)."""
-        if block_size is not None:
-            initial_block = min_block = max_block = block_size
-        if not 0 <= prefetch_at <= 1:
-            raise ValueError("prefetch_at must be between 0 and 1")
-        if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
-            raise ValueError(f"max_batch must be a positive integer, not {max_batch!r}")
-        self.backend = backend
-        self.counter = counter
-        self.prefetch = prefetch
-        self.prefetch_at = prefetch_at
-        self.wait_timeout = wait_timeout
-        self.max_batch = max_batch
-        self.clock = clock
-        if max_runway is None:
-            max_runway = max(MAX_RUNWAY, runway)
-        self.sizer = BlockSizer(initial_block, min_block, max_block, runway, max_runway=max_runway)
-        self._ceiling = max_batch  # lowered when the service refuses a size as too large
-        self._room: int | None = None  # at most what the counter seems to have left
-        self._take_hint = 0  # the last take(n): blocks are asked for at least that
-        self._latency: float | None = None
-        self._closed = False
-        self.unused_ids: int | None = None  # set by close()
+        self._configure(
+            backend,
+            counter,
+            prefetch=prefetch,
+            block_size=block_size,
+            initial_block=initial_block,
+            min_block=min_block,
+            max_block=max_block,
+            runway=runway,
+            max_runway=max_runway,
+            prefetch_at=prefetch_at,
+            wait_timeout=wait_timeout,
+            max_batch=max_batch,
+            clock=clock,
+        )
+        self.backend: Backend = backend
         self._reset()
         if not gil_enabled():
             self.next_id = self._next_id_locked  # type: ignore[method-assign]
@@ -331,18 +156,8 @@ class Sequence:
         self._lock = self._signal.lock
         self._changed = self._signal.changed
         self._prefetcher: threading.Thread | None = None
-        self._ids: Iterator[int] = _EXHAUSTED  # what next_id draws from
-        self._position: Iterator[int] = _EXHAUSTED  # a range iterator whose length_hint is what is left
-        self._segment = _EMPTY  # the segment being drawn from
-        self._rest: range | None = None  # the current block's later segment
-        self._block: range | None = None  # the current block, for sizing
-        self._ready: collections.deque[range] = collections.deque()  # fetched, not started
-        self._pending: _Request | None = None  # made, not answered yet
+        self._hold_nothing()
         self._fetching = False  # a thread has the pending request on the network
-        self._answers = 0  # requests answered or failed so far
-        self._failure: _Failure | None = None  # how the last of them failed, if it did
-        self._skipped = 0  # IDs passed over by take(), never handed out
-        self.requests = 0  # block requests that succeeded
 
     # -- handing out ---------------------------------------------------------
 
@@ -388,103 +203,21 @@ class Sequence:
             deadline = time.monotonic() + self.wait_timeout
             while True:
                 self._check_open()
-                # From here no other thread can draw: next_id finds an empty
-                # iterator and waits for the lock.
-                self._ids = _EXHAUSTED
-                current = self._left_in_segment()
-                held = current if self._rest is None else _joined(current, self._rest)
-                # Blocks that continue this one (usual when one client uses a
-                # counter) make one run with it.
-                joined = 0
-                for block in self._ready:
-                    if len(held) >= n or block.start != _after(held) or block.step != held.step:
-                        break
-                    held = _joined(held, block)
-                    joined += 1
-                if len(held) >= n:
-                    for _ in range(joined):
-                        # The block before is used up as far as sizing goes.
-                        self._finish_block()
-                        self._block = self._ready.popleft()
-                        self._rest = None
-                    return self._carve(held, n)
-                self._activate(current)  # not enough: the others draw on meanwhile
-                big = next((i for i, block in enumerate(self._ready) if len(block) >= n), None)
-                if big is None:
-                    self._await_block(n, deadline)
-                    continue  # the lock was let go: look again
-                # Everything held below that block is passed over, so that
-                # nothing handed out after this range lies under it.
-                self._skipped += len(held) + sum(len(self._ready[i]) for i in range(joined, big))
-                self._activate(_EMPTY)
-                self._rest = None
-                self._finish_block()
-                for _ in range(big):
-                    self._ready.popleft()
-                self._start_block(self._ready.popleft())
-
-    def _carve(self, held: range, n: int) -> range:
-        """The first ``n`` of ``held``, what is left of the current block;
-        the rest stays to be drawn."""
-        taken, left = held[:n], held[n:]
-        if self._rest is not None and left.start < self._rest.start:
-            self._activate(range(left.start, self._rest.start, left.step))
-        else:
-            self._rest = None
-            self._activate(left)
-            self._request_prefetch()  # the mark is passed
-        return taken
+                taken = self._take_from_held(n)
+                if taken is not None:
+                    return taken
+                self._await_block(n, deadline)  # the lock was let go: look again
 
     # -- block boundaries (always with the lock held) --------------------------
-
-    def _left_in_segment(self) -> range:
-        remaining = self._position.__length_hint__()
-        return self._segment[len(self._segment) - remaining :]
-
-    def _activate(self, segment: range) -> None:
-        if segment.stop <= sys.maxsize:
-            self._position = self._ids = iter(segment)
-        else:
-            # Beyond a C long, range iterators compute in Python integers and
-            # are no longer one atomic step; offsets from the start are.
-            offsets = iter(range(len(segment)))
-            self._position = offsets
-            self._ids = map(segment.start.__add__ if segment.step == 1 else segment.__getitem__, offsets)
-        self._segment = segment
 
     def _advance(self, deadline: float) -> None:
         """The current segment is used up: move to the next one, fetching if
         nothing is buffered. Raises when nothing can be had."""
         self._check_open()
-        if self._rest is not None:
-            self._activate(self._rest)
-            self._rest = None
-            self._request_prefetch()
-            return
-        self._finish_block()
-        if not self._ready:
+        if not self._next_segment():
             # The lock is let go meanwhile, and another thread may start the
             # block that comes: the caller looks at the iterator again first.
             self._await_block(1, deadline)
-            return
-        self._start_block(self._ready.popleft())
-
-    def _finish_block(self) -> None:
-        if self._block is not None:
-            self.sizer.block_finished(len(self._block), self.clock())
-            self._block = None
-
-    def _start_block(self, ids: range) -> None:
-        # The later segment is what is left when the next block is requested.
-        split = len(ids) - prefetch_tail(len(ids), self.prefetch_at, self.sizer.rate, self._latency)
-        self._block = ids
-        if self.prefetch and split > 0:
-            self._activate(ids[:split])
-            self._rest = ids[split:]
-        else:
-            self._activate(ids)
-            self._rest = None
-            self._request_prefetch()
 
     def _request_prefetch(self) -> None:
         if not self.prefetch or self._closed or self._ready or self._fetching:
@@ -534,13 +267,6 @@ class Sequence:
 
     # -- fetching ------------------------------------------------------------
 
-    def _size_for(self, need: int) -> int:
-        wanted = max(self.sizer.next_size(), min(self._take_hint, self.sizer.maximum))
-        wanted = min(wanted, self._ceiling, self.max_batch)
-        if self._room is not None:
-            wanted = min(wanted, self._room)
-        return max(need, wanted)
-
     def _fetch(self, need: int, *, only_pending: bool = False) -> None:
         """Send the pending request (or a new one for at least ``need`` IDs)
         until a block lands in ``_ready``; raise how it failed otherwise.
@@ -551,8 +277,7 @@ class Sequence:
             if request is None:
                 if only_pending:
                     return
-                request = self._pending = _Request(uuid.uuid4().hex, self._size_for(need))
-                self.sizer.demand_from(self.clock())
+                request = self._new_request(need)
             self._fetching = True
             started = time.monotonic()
             self._lock.release()
@@ -567,53 +292,8 @@ class Sequence:
             self._fetching = False
             self._answers += 1
             self._changed.notify_all()
-            if isinstance(outcome, Block | ServiceUnavailable):
-                # Answered after capacity refusals, or failed with them.
-                self.sizer.contended(outcome.capacity_refusals)
-            if isinstance(outcome, Block):
-                self._pending = None
-                self._failure = None
-                if len(outcome) != request.size:
-                    self._skipped += len(outcome)
-                    outcome = ServiceError(
-                        500,
-                        "bad_block",
-                        f"asked for {request.size} IDs, the service answered with {len(outcome)}",
-                    )
-                else:
-                    self._landed(outcome.ids(), time.monotonic() - started)
-                    return
-            elif not isinstance(outcome, ServiceError):
-                # No answer (ServiceUnavailable, or anything else the backend
-                # raised): the request may have been applied, so it is kept,
-                # key and count, for the next try.
-                self._failure = _Failure(outcome, request.size)
-                raise outcome
-            self._pending = None  # answered: the next request is a new one
-            if _size_refusal(outcome) and request.size > 1:
-                # Too large for the service, or for what the counter has left:
-                # smaller requests may still go through.
-                smaller = max(1, request.size // 2)
-                if isinstance(outcome, InvalidRequest):
-                    self._ceiling = min(self._ceiling, smaller)
-                    self.sizer.cap(self._ceiling)
-                else:
-                    # Until a block comes: an admin may raise the counter's max.
-                    self._room = smaller if self._room is None else min(self._room, smaller)
-                self._failure = _Failure(outcome, request.size)
-                if not only_pending and self._size_for(need) < request.size:
-                    continue
-            self._failure = _Failure(outcome, request.size)
-            raise outcome
-
-    def _landed(self, ids: range, seconds: float) -> None:
-        self.requests += 1
-        self._room = None
-        self._latency = smoothed_latency(self._latency, seconds)
-        if self.unused_ids is not None:
-            self.unused_ids += len(ids)  # closed meanwhile: it is counted, not used
-        else:
-            self._ready.append(ids)
+            if self._settle(request, outcome, time.monotonic() - started, 0 if only_pending else need):
+                return
 
     def _prefetch_once(self) -> None:
         with self._lock:
@@ -653,18 +333,6 @@ class Sequence:
                 with contextlib.suppress(Exception):
                     self._fetch(1, only_pending=True)
             return self._count_unused()
-
-    def _count_unused(self) -> int:
-        self._ids = _EXHAUSTED
-        unused = len(self._left_in_segment()) + sum(map(len, self._ready)) + self._skipped
-        if self._rest is not None:
-            unused += len(self._rest)
-        self._position = _EXHAUSTED
-        self._segment = _EMPTY
-        self._rest = None
-        self._ready.clear()
-        self.unused_ids = unused
-        return unused
 
     def _after_fork_in_child(self) -> None:
         """The blocks, request and prefetcher belong to the parent: let them go."""

@@ -1,15 +1,18 @@
-"""An in-memory backend for tests and benchmarks: one process, no network,
-with latency and faults to inject. It keeps the service's contract: blocks
+"""In-memory backends for tests and benchmarks: one process, no network,
+with latency and faults to inject. They keep the service's contract: blocks
 are consecutive and never overlap, and a request repeated with the same
-Idempotency-Key gets the same block back."""
+Idempotency-Key gets the same block back. MemoryBackend is for Sequence,
+AsyncMemoryBackend for AsyncSequence."""
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import dataclasses
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from idblocks.backend import Block
 from idblocks.errors import CounterExhausted, InvalidRequest, ServiceUnavailable
@@ -55,6 +58,11 @@ class MemoryBackend:
         with self._lock:
             self._faults.extend([kind] * times)
 
+    def clear_faults(self) -> None:
+        """Drop the faults not injected yet."""
+        with self._lock:
+            self._faults.clear()
+
     @property
     def handed_out(self) -> int:
         return sum(map(len, self.blocks))
@@ -62,6 +70,11 @@ class MemoryBackend:
     def allocate(self, counter: str, count: int, *, idempotency_key: str) -> Block:
         if self.latency:
             self._sleep(self.latency)
+        return self.answer(counter, count, idempotency_key=idempotency_key)
+
+    def answer(self, counter: str, count: int, *, idempotency_key: str) -> Block:
+        """What the service does with one block request, at once: the next
+        fault, else the block (the same one again for a key it has seen)."""
         with self._lock:
             self.calls += 1
             fault = self._faults.popleft() if self._faults else None
@@ -88,3 +101,47 @@ class MemoryBackend:
             if fault == THROTTLED:
                 return dataclasses.replace(block, capacity_refusals=1)
             return block
+
+
+class AsyncMemoryBackend:
+    """MemoryBackend for AsyncSequence: the same counter, contract and faults
+    (``fail_next``: unavailable, throttled, lost response), behind a
+    coroutine whose ``latency`` is waited on the event loop, half before the
+    block is taken and half after, as a request and its answer travel.
+
+    ``cancelled`` counts the requests cancelled on the way: an AsyncSequence
+    never lets a caller's cancellation reach its request, so it stays 0.
+    ``blocking=True`` waits the latency with time.sleep instead: a backend
+    that blocks the loop, to show what a loop-lag measurement catches."""
+
+    def __init__(self, *, latency: float = 0.0, blocking: bool = False, **memory_options: Any) -> None:
+        self.memory = MemoryBackend(**memory_options)
+        self.latency = latency
+        self.blocking = blocking
+        self.cancelled = 0
+        self.in_flight = 0  # requests on the way now
+
+    def __getattr__(self, name: str) -> Any:
+        # fail_next, calls, blocks, handed_out, step...: the counter's
+        return getattr(self.memory, name)
+
+    async def _travel(self) -> None:
+        if not self.latency:
+            await asyncio.sleep(0)  # a request always lets the loop run others
+        elif self.blocking:
+            time.sleep(self.latency / 2)
+        else:
+            await asyncio.sleep(self.latency / 2)
+
+    async def allocate(self, counter: str, count: int, *, idempotency_key: str) -> Block:
+        self.in_flight += 1
+        try:
+            await self._travel()
+            block = self.memory.answer(counter, count, idempotency_key=idempotency_key)
+            await self._travel()
+            return block
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        finally:
+            self.in_flight -= 1
