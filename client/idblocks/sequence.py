@@ -392,15 +392,7 @@ class Sequence:
                 # iterator and waits for the lock.
                 self._ids = _EXHAUSTED
                 current = self._left_in_segment()
-                held = current if self._rest is None else _joined(current, self._rest)
-                # Blocks that continue this one (usual when one client uses a
-                # counter) make one run with it.
-                joined = 0
-                for block in self._ready:
-                    if len(held) >= n or block.start != _after(held) or block.step != held.step:
-                        break
-                    held = _joined(held, block)
-                    joined += 1
+                held, joined = self._held_run(current, n)
                 if len(held) >= n:
                     for _ in range(joined):
                         # The block before is used up as far as sizing goes.
@@ -440,6 +432,27 @@ class Sequence:
     def _left_in_segment(self) -> range:
         remaining = self._position.__length_hint__()
         return self._segment[len(self._segment) - remaining :]
+
+    def _held_run(self, current: range, n: int) -> tuple[range, int]:
+        """The consecutive IDs held from ``current`` (what is left in the
+        segment) on, up to ``n`` or more, and how many fetched blocks that
+        run takes in: blocks that continue the current one (usual when one
+        client uses a counter) make one run with it."""
+        held = current if self._rest is None else _joined(current, self._rest)
+        joined = 0
+        for block in self._ready:
+            if len(held) >= n or block.start != _after(held) or block.step != held.step:
+                break
+            held = _joined(held, block)
+            joined += 1
+        return held, joined
+
+    def _can_serve(self, need: int) -> bool:
+        """Whether what is held could give a caller ``need`` consecutive IDs
+        (one, for next_id) without asking the service: from the current
+        segment, the rest of the block, or a fetched block."""
+        held, _ = self._held_run(self._left_in_segment(), need)
+        return len(held) >= need or any(len(block) >= need for block in self._ready)
 
     def _activate(self, segment: range) -> None:
         if segment.stop <= sys.maxsize:
@@ -502,15 +515,21 @@ class Sequence:
 
     def _await_block(self, need: int, deadline: float) -> None:
         """Return once a block is fetched, fetching it when no other thread
-        is. Raises what failed for good while this thread waited, its own
-        request's failure, or ServiceUnavailable at ``deadline``. Lets the
-        lock go meanwhile."""
+        is, or once what is held could serve this thread after all. Raises
+        what failed for good while this thread waited, its own request's
+        failure, or ServiceUnavailable at ``deadline``; but only when
+        nothing held could serve it: exhaustion, or any failure, is told
+        after the last ID this thread could be given. Lets the lock go
+        meanwhile."""
         seen = self._answers
         while not (self._ready and (need == 1 or any(len(block) >= need for block in self._ready))):
             self._check_open()
             if self._answers != seen:
-                if self._failure is None:
-                    return  # a block came and another thread started it: look again
+                # While this thread slept, a block may have come, been
+                # started by another thread and been followed by a refusal:
+                # the last answer says nothing of what is held now.
+                if self._failure is None or self._can_serve(need):
+                    return  # look again
                 if self._failure.final_for(need):
                     raise _fresh(self._failure.error)
             if not self._fetching:
@@ -521,6 +540,9 @@ class Sequence:
                     raise ServiceUnavailable(
                         f"no block for '{self.counter}' within {self.wait_timeout} s"
                     ) from error
+                # Its failure is told at once: nothing held could serve this
+                # thread when it came (nor since, with no answer), and no
+                # other block lands while its own request is out.
                 self._fetch(need)
                 return
             left = deadline - time.monotonic()

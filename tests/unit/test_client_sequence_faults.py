@@ -126,6 +126,68 @@ def test_a_transient_failure_is_retried_by_the_threads_that_wait():
     seq.close()
 
 
+class SleepThroughTheAnswers(threading.Condition):
+    """The Sequence's condition, except that one thread (``sleeper``), once
+    it waits, is not let run again until the request after the next block
+    has failed: as a scheduler may leave a woken thread waiting for the
+    lock while others land a block, start it and see the next request
+    refused."""
+
+    def __init__(self, seq):
+        super().__init__(seq._lock)
+        self.seq = seq
+        self.sleeper = None
+
+    def wait(self, timeout=None):
+        if threading.current_thread() is not self.sleeper:
+            return super().wait(timeout)
+        seq = self.seq
+        deadline = time.monotonic() + 60
+        while seq._failure is None or seq._fetching:  # white-box
+            assert super().wait(max(0.0, deadline - time.monotonic())), "the next request never failed"
+        return True
+
+
+@pytest.mark.parametrize("failure", ["exhausted", "unavailable"])
+def test_a_thread_that_slept_through_a_block_and_a_refusal_is_served_from_the_block(failure):
+    """Reproduces: a thread waiting for a block slept while the block came,
+    another thread started it and the request after it was refused; it woke
+    to "the last answer failed" and raised CounterExhausted (or, after a
+    request of its own, ServiceUnavailable) with 8 IDs of the block held.
+    Given that order of events, pinned, the sleeper gets the block's next
+    ID, and the failure is told only once the block is spent."""
+    # 10 IDs a block, served 1 + 9: the next request goes out after one.
+    backend = Gate(free=1, max_id=20 if failure == "exhausted" else 2**53 - 1)
+    error = CounterExhausted if failure == "exhausted" else ServiceUnavailable
+    with Sequence(backend, "orders", block_size=10, prefetch_at=0.9, wait_timeout=60) as seq:
+        seq._signal.changed = seq._changed = sleepy = SleepThroughTheAnswers(seq)  # white-box
+        assert [seq.next_id() for _ in range(10)] == list(range(1, 11))
+        assert backend.held.wait(10)  # the next block is on its way, held
+        got = []
+        sleeper = threading.Thread(target=lambda: got.append(_outcome(seq.next_id)))
+        sleepy.sleeper = sleeper
+        sleeper.start()
+        assert wait_until(lambda: len(sleepy._waiters) == 1)  # the sleeper waits for the block
+        backend.gate.set()
+        assert wait_until(lambda: seq._ready)  # 11..20 landed
+        if failure == "unavailable":
+            backend.fail_next(10_000)  # down from the next request on
+        assert seq.next_id() == 11  # this thread starts the block
+        assert seq.next_id() == 12  # and passes the mark: the next request fails
+        sleeper.join(timeout=60)
+        assert got == [13]
+        assert [seq.next_id() for _ in range(7)] == list(range(14, 21))
+        with pytest.raises(error):
+            seq.next_id()
+
+
+def _outcome(call):
+    try:
+        return call()
+    except Exception as exc:  # noqa: BLE001 - the test looks at it
+        return exc
+
+
 # -- a retry never changes the request -------------------------------------------------
 
 
