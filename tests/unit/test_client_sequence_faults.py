@@ -10,6 +10,7 @@ import sys
 import textwrap
 import threading
 import time
+import uuid
 import warnings
 import weakref
 
@@ -393,7 +394,11 @@ def test_a_dropped_sequence_stops_its_prefetcher_and_is_collected():
     """Reproduces: 200 Sequences dropped without close() kept 200 prefetcher
     threads and 19,800 IDs, never reported: the thread held the Sequence."""
     backend = MemoryBackend()
-    seq = Sequence(backend, "orders", block_size=100)
+    # A name no other test uses, so that the warning looked for is this
+    # test's own; and what other tests left is collected before recording.
+    name = f"dropped-{uuid.uuid4().hex}"
+    gc.collect()
+    seq = Sequence(backend, name, block_size=100)
     drawn = [seq.next_id() for _ in range(60)]  # the prefetcher runs
     ready, waiters = seq._ready, seq._changed._waiters  # white-box
     # The next block is in, and the prefetcher waits for more (holding only
@@ -415,9 +420,9 @@ def test_a_dropped_sequence_stops_its_prefetcher_and_is_collected():
     told = [
         str(w.message)
         for w in caught
-        if issubclass(w.category, ResourceWarning) and str(w.message).startswith("Sequence(")
+        if issubclass(w.category, ResourceWarning) and str(w.message).startswith(f"Sequence('{name}')")
     ]
-    assert told == ["Sequence('orders') was never closed; 140 IDs went unused"]
+    assert told == [f"Sequence('{name}') was never closed; 140 IDs went unused"]
     assert len(drawn) == 60
 
 
