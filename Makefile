@@ -17,7 +17,7 @@ DEV_ARGS ?=
 # `make clean DEV_STATE=1` also deletes the dev server's saved counters.
 DEV_STATE ?=
 
-.PHONY: help venv dev test test-long test-deployed lint security build unit openapi mutants lock bench clean node node-test
+.PHONY: help venv dev test test-long test-deployed lint security build unit openapi mutants lock bench clean node node-test test-repeat
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -65,6 +65,12 @@ test: lint security build node-test  ## Everything CI runs: lint, security scan,
 test-long: venv build  ## The test suites with the concurrency proof twenty times longer (pytest --long)
 	IDBLOCKS_REQUIRE_BUILD=1 python -m pytest --long
 
+# How many runs, and what pytest is given (default: every suite, as make test).
+N ?= 5
+PYTEST_ARGS ?=
+test-repeat: venv build  ## The test suites N times (N=5 PYTEST_ARGS=tests/integration); which tests failed in which run
+	IDBLOCKS_REQUIRE_BUILD=1 python -m scripts.test_repeat --runs $(N) -- $(PYTEST_ARGS)
+
 lint: venv node  ## ruff, cfn-lint, sam validate --lint; tsc --strict and eslint on the Node client
 	ruff check .
 	ruff format --check .
@@ -78,8 +84,10 @@ security: $(CHECKOV_VENV)/.installed  ## checkov on template.yaml: no failed che
 build: venv  ## sam build (the layer and the three functions, arm64)
 	sam build
 
+# Over every core (pytest-xdist): the unit tests share no port, file or
+# process state, and each worker is a process of its own.
 unit: venv  ## The fast in-process tests (tests/unit), for every change
-	python -m pytest tests/unit
+	python -m pytest -n auto tests/unit
 
 # STACK or URL, e.g. make test-deployed STACK=idblocks-dev (REGION=eu-west-1).
 STACK ?=
@@ -102,7 +110,7 @@ bench: build node  ## Benchmarks (not tests): client, node, server, scale (simul
 	python -m bench
 
 clean:  ## Remove everything generated (environments included); DEV_STATE=1 also the dev counters
-	rm -rf .aws-sam $(VENV) $(CHECKOV_VENV) .pytest_cache .ruff_cache .hypothesis .schemathesis \
+	rm -rf .aws-sam $(VENV) $(CHECKOV_VENV) .pytest_cache .ruff_cache .hypothesis .schemathesis .test-repeat \
 		build dist client/build bench/.cache $(NODE_DIR)/node_modules $(NODE_DIR)/dist $(NODE_DIR)/*.tgz
 	find . -path ./.git -prune -o \( -name __pycache__ -o -name '*.egg-info' \) -type d -prune -exec rm -rf {} +
 ifeq ($(DEV_STATE),1)

@@ -6,6 +6,12 @@ Moving on is safe because each region hands out only its own residue modulo
 K: a request that region A may have applied (its answer lost) and that region
 B then answers costs the IDs of A's block (a gap), never a duplicate.
 
+Order is per region: B's counter is not A's, so the first IDs from B can be
+below the last from A. A Sequence's IDs then go down once on each thread and
+increase again; the IDs of each region (its residue) increase throughout.
+Keeping them increasing across the move would mean asking B for IDs above
+A's, which the service has no request for.
+
     from idblocks import FailoverBackend, HttpBackend, IamAuth, Sequence
 
     backend = FailoverBackend.over(

@@ -299,15 +299,7 @@ class BlockHolder:
             # iterator and waits for the lock.
             self._ids = _EXHAUSTED
             current = self._left_in_segment()
-            held = current if self._rest is None else _joined(current, self._rest)
-            # Blocks that continue this one (usual when one client uses a
-            # counter) make one run with it.
-            joined = 0
-            for block in self._ready:
-                if len(held) >= n or block.start != _after(held) or block.step != held.step:
-                    break
-                held = _joined(held, block)
-                joined += 1
+            held, joined = self._held_run(current, n)
             if len(held) >= n:
                 for _ in range(joined):
                     # The block before is used up as far as sizing goes.
@@ -328,6 +320,27 @@ class BlockHolder:
             for _ in range(big):
                 self._ready.popleft()
             self._start_block(self._ready.popleft())
+
+    def _held_run(self, current: range, n: int) -> tuple[range, int]:
+        """The consecutive IDs held from ``current`` (what is left in the
+        segment) on, up to ``n`` or more, and how many fetched blocks that
+        run takes in: blocks that continue the current one (usual when one
+        client uses a counter) make one run with it."""
+        held = current if self._rest is None else _joined(current, self._rest)
+        joined = 0
+        for block in self._ready:
+            if len(held) >= n or block.start != _after(held) or block.step != held.step:
+                break
+            held = _joined(held, block)
+            joined += 1
+        return held, joined
+
+    def _can_serve(self, need: int) -> bool:
+        """Whether what is held could give a caller ``need`` consecutive IDs
+        (one, for next_id) without asking the service: from the current
+        segment, the rest of the block, or a fetched block."""
+        held, _ = self._held_run(self._left_in_segment(), need)
+        return len(held) >= need or any(len(block) >= need for block in self._ready)
 
     def _carve(self, held: range, n: int) -> range:
         """The first ``n`` of ``held``, what is left of the current block;

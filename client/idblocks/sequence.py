@@ -235,15 +235,21 @@ class Sequence(BlockHolder):
 
     def _await_block(self, need: int, deadline: float) -> None:
         """Return once a block is fetched, fetching it when no other thread
-        is. Raises what failed for good while this thread waited, its own
-        request's failure, or ServiceUnavailable at ``deadline``. Lets the
-        lock go meanwhile."""
+        is, or once what is held could serve this thread after all. Raises
+        what failed for good while this thread waited, its own request's
+        failure, or ServiceUnavailable at ``deadline``; but only when
+        nothing held could serve it: exhaustion, or any failure, is told
+        after the last ID this thread could be given. Lets the lock go
+        meanwhile."""
         seen = self._answers
         while not (self._ready and (need == 1 or any(len(block) >= need for block in self._ready))):
             self._check_open()
             if self._answers != seen:
-                if self._failure is None:
-                    return  # a block came and another thread started it: look again
+                # While this thread slept, a block may have come, been
+                # started by another thread and been followed by a refusal:
+                # the last answer says nothing of what is held now.
+                if self._failure is None or self._can_serve(need):
+                    return  # look again
                 if self._failure.final_for(need):
                     raise _fresh(self._failure.error)
             if not self._fetching:
@@ -254,6 +260,9 @@ class Sequence(BlockHolder):
                     raise ServiceUnavailable(
                         f"no block for '{self.counter}' within {self.wait_timeout} s"
                     ) from error
+                # Its failure is told at once: nothing held could serve this
+                # thread when it came (nor since, with no answer), and no
+                # other block lands while its own request is out.
                 self._fetch(need)
                 return
             left = deadline - time.monotonic()

@@ -1,18 +1,20 @@
 """A hot counter against a per-item write budget, for real but small: the
 embedded DynamoDB takes a few dozen writes/s per item (AWS takes about 1,000
 per item), and several dev servers stand for several Lambda environments.
-The same load meets the budget through uncached `next`, and stays far under
-it through `Sequence` or through `next` with a cache."""
+The same load meets the budget through uncached `next` (a write per ID),
+and needs two writes per environment through `Sequence` or through `next`
+with a cache."""
 
 from __future__ import annotations
 
 import threading
+import uuid
 from collections import Counter
 
 import requests
 
 from devserver.process import DevServer, run_devserver
-from idblocks import HttpBackend, RetryPolicy, Sequence
+from idblocks import HttpBackend, Sequence
 from tests.support.cluster import cluster
 
 WRITES_PER_SECOND = 20
@@ -84,48 +86,73 @@ def test_uncached_next_on_a_hot_key_answers_503_with_retry_after_and_no_duplicat
     assert throttled_writes > 0
 
 
-def test_the_same_load_through_sequence_gets_every_id_without_a_throttle():
-    """The same threads drawing from one Sequence per environment need a
-    handful of block writes, far under the budget: every ID arrives, none
-    twice, with no 503 (the client may not retry one) and no write throttled."""
+# How many of a handful of writes land in one second, and so meet the item's
+# budget, depends on how a loaded machine schedules the clients, not on the
+# code: the two tests below assert the writes the code makes (blocks of 100,
+# at most two per environment) and leave the budget to the test above. They
+# run with the template's default FunctionTimeout: the short one is there to
+# make throttling show quickly, and on a loaded machine it also turned away
+# requests that were only slow (503 DeadlineExceeded). A 503 is retried, as
+# the client does in production.
+
+
+def test_the_same_load_through_sequence_gets_every_id_from_two_blocks_per_environment():
+    """The same threads drawing from one Sequence per environment: every ID
+    arrives, none twice, and each Sequence asked for at most two blocks of
+    100 (the first, and the next one prefetched half way through it), where
+    uncached `next` writes once per ID; the counter moved by those blocks
+    and nothing else."""
     ids: list[int] = []
     lock = threading.Lock()
-    with cluster(servers=SERVERS, item_write_limit=WRITES_PER_SECOND, server_args=SHORT_TIMEOUT) as hot:
-        no_retries = RetryPolicy(attempts=1)
-        sequences = {url: Sequence(HttpBackend(url, retry=no_retries), "hot") for url in hot.urls}
+    with cluster(servers=SERVERS, item_write_limit=WRITES_PER_SECOND) as hot:
+        # Its own counter: the embedded DynamoDB's tables live in this
+        # process (moto), so "hot" still holds what the test above took.
+        sequences = [Sequence(HttpBackend(url), "hot-sequence", initial_block=100) for url in hot.urls]
 
         def caller(url: str) -> None:
+            sequence = sequences[hot.urls.index(url)]
             for _ in range(IDS_PER_THREAD):
-                value = sequences[url].next_id()
+                value = sequence.next_id()
                 with lock:
                     ids.append(value)
 
         _run_threads(caller, hot.urls)
-        for sequence in sequences.values():
-            sequence.close()
-        throttled_writes = hot.dynamodb.write_limit.throttled
+        for sequence in sequences:
+            # Generous: a block request still out is waited for, so it counts.
+            sequence.close(timeout=120)
+        high_water = hot.high_water("hot-sequence")
     assert len(ids) == len(set(ids)) == SERVERS * THREADS_PER_SERVER * IDS_PER_THREAD
-    assert throttled_writes == 0
+    # The second request is made once half the first block is drawn; a
+    # Sequence closed before its prefetcher sent it made only one.
+    assert all(1 <= sequence.requests <= 2 for sequence in sequences)
+    assert high_water == 100 * sum(sequence.requests for sequence in sequences)
 
 
-def test_the_same_load_through_cached_next_gets_every_id_without_a_throttle():
+def test_the_same_load_through_cached_next_gets_every_id_from_two_blocks_per_environment():
     """The same threads calling `next` on a counter with cache 100: each dev
     server (an environment) takes a block of 100 in one write and answers
     from it, its threads sharing the block. Every call is answered, every
-    ID once, and the item's budget is never met."""
-    with cluster(servers=SERVERS, item_write_limit=WRITES_PER_SECOND, server_args=SHORT_TIMEOUT) as hot:
+    ID once, and the counter moved by two whole blocks per server: none
+    wasted on IDs from another block. Each call has its Idempotency-Key, so
+    a retried one is answered its first ID, never a second."""
+    ids: list[int] = []
+    lock = threading.Lock()
+    with cluster(servers=SERVERS, item_write_limit=WRITES_PER_SECOND) as hot:
         body = {"name": "hot-cached", "cache": 100}
         created = requests.post(f"{hot.urls[0]}/admin/counters", json=body, timeout=60)
         assert (created.status_code, created.json().get("cache")) == (201, 100), created.text
-        ids, failed = _call_next(hot.urls, "hot-cached", CACHED_IDS_PER_THREAD)
-        throttled_writes = hot.dynamodb.write_limit.throttled
+
+        def caller(url: str) -> None:
+            backend = HttpBackend(url)
+            for _ in range(CACHED_IDS_PER_THREAD):
+                value = backend.next("hot-cached", idempotency_key=uuid.uuid4().hex)
+                with lock:
+                    ids.append(value)
+
+        _run_threads(caller, hot.urls)
         high_water = hot.high_water("hot-cached")
-    assert [(response.status_code, response.text) for response in failed] == []
     assert [value for value, seen in Counter(ids).items() if seen > 1] == []
     assert len(ids) == SERVERS * THREADS_PER_SERVER * CACHED_IDS_PER_THREAD
-    assert throttled_writes == 0
-    # Whole blocks of 100 were written: two per server, none wasted on IDs
-    # from another block.
     assert high_water == 100 * SERVERS * -(-THREADS_PER_SERVER * CACHED_IDS_PER_THREAD // 100)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import queue
 import signal
+import threading
 from typing import Any
 
 import pytest
@@ -56,19 +57,23 @@ def draw(worker: int, urls: list[str], under_way: Any, results: Any) -> None:
     results.put((worker, ids, blocks, backend.failovers))
 
 
-@pytest.mark.timeout(180)
-def test_three_regions_with_failover_hand_out_no_id_twice(tmp_path):
-    servers = [
+def region_servers(tmp_path, count: int) -> list[DevServer]:
+    return [
         DevServer(
             "--fresh",
             "--parameter",
-            f"RegionCount={REGIONS}",
+            f"RegionCount={count}",
             "--parameter",
             f"RegionIndex={index}",
             state_file=tmp_path / f"region-{index}" / "state.json",
         )
-        for index in range(REGIONS)
+        for index in range(count)
     ]
+
+
+@pytest.mark.timeout(180)
+def test_three_regions_with_failover_hand_out_no_id_twice(tmp_path):
+    servers = region_servers(tmp_path, REGIONS)
     context = multiprocessing.get_context("spawn")
     workers: list[Any] = []
     try:
@@ -120,3 +125,79 @@ def test_three_regions_with_failover_hand_out_no_id_twice(tmp_path):
     assert sum(failovers for *_, failovers in outcomes) >= 1
     # And the surviving regions both handed out IDs after the kill.
     assert {region_of[i] for i in every} >= {1, 2}
+
+
+# -- order across a failover ------------------------------------------------------
+
+ORDER_THREADS = 4
+# Region 0 is this far ahead of region 1 when the run starts (another client
+# drew that much from it), as a busier region is: its IDs are larger.
+REGION_0_AHEAD = 100_000
+
+
+@pytest.mark.timeout(180)
+def test_across_a_failover_each_threads_ids_increase_within_each_region(tmp_path):
+    """Given two dev servers as regions 0 and 1 of RegionCount=2, region 0
+    far ahead, and a Sequence over both (region 0 first) drawn from by four
+    threads, when region 0 stops mid-run, then no ID is handed out twice;
+    on each thread the IDs of each region (residue) increase; every ID a
+    thread had from region 0 came before its first from region 1; and that
+    first ID is below the last from region 0: across a failover a thread's
+    IDs go down once, as docs/guarantees.md says."""
+    servers = region_servers(tmp_path, 2)
+    with servers[0] as region_0, servers[1] as region_1:
+        policy = RetryPolicy(attempts=3, base=0.01, cap=0.1, deadline=2.0)
+        HttpBackend(region_0.url, retry=policy).allocate("orders", REGION_0_AHEAD, idempotency_key="ahead")
+        backend = FailoverBackend(
+            HttpBackend(url, retry=policy, timeout=5.0) for url in (region_0.url, region_1.url)
+        )
+        drawn: list[list[int]] = [[] for _ in range(ORDER_THREADS)]
+        before_stop = threading.Barrier(ORDER_THREADS + 1)
+        stopped = threading.Event()
+        failed: list[BaseException] = []
+
+        def work(slot: int) -> None:
+            try:
+                ids = drawn[slot]
+                for _ in range(100):
+                    ids.append(seq.next_id())
+                before_stop.wait(timeout=120)
+                assert stopped.wait(timeout=120)
+                # Until this thread has had IDs from region 1 (bounded: the
+                # blocks held from region 0 are a few hundred IDs at most).
+                from_region_1 = 0
+                for _ in range(5_000):
+                    ids.append(seq.next_id())
+                    from_region_1 += ids[-1] % 2
+                    if from_region_1 == 50:
+                        break
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                failed.append(exc)
+
+        with Sequence(backend, "orders", initial_block=10, max_block=50) as seq:
+            threads = [threading.Thread(target=work, args=(slot,)) for slot in range(ORDER_THREADS)]
+            for thread in threads:
+                thread.start()
+            before_stop.wait(timeout=120)
+            assert region_0.stop() == 0
+            stopped.set()
+            for thread in threads:
+                thread.join(timeout=120)
+            assert not any(thread.is_alive() for thread in threads)
+        assert failed == []
+
+    every = [i for ids in drawn for i in ids]
+    assert len(every) == len(set(every)), "an ID was handed out twice"
+    assert backend.failovers >= 1
+    for ids in drawn:
+        from_0 = [i for i in ids if i % 2 == 0]
+        from_1 = [i for i in ids if i % 2 == 1]
+        assert from_0 == sorted(from_0)
+        assert from_1 == sorted(from_1)
+        assert len(from_0) >= 100
+        assert len(from_1) == 50
+        first_from_1 = ids.index(from_1[0])
+        assert all(i % 2 == 0 for i in ids[:first_from_1])
+        assert all(i % 2 == 1 for i in ids[first_from_1:])
+        # The one step down: region 1's counter is far below region 0's.
+        assert ids[first_from_1] < ids[first_from_1 - 1]

@@ -225,6 +225,9 @@ def test_threads_never_get_the_same_id() -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+# Under pytest-xdist the worker has a thread of its own (execnet's); the child
+# only serves one ID from its own cache, writes to a pipe and leaves.
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_a_forked_child_does_not_serve_its_parents_block() -> None:
     """A child holding a copy of the parent's block would hand out the same
     IDs as the parent: it must start empty and take its own block."""
