@@ -78,6 +78,9 @@ class Auth(Protocol):
 
 
 class NoAuth:
+    """No authentication: the dev server (`make dev`), or a stack deployed with
+    ClientAuth=NONE. HttpBackend's default."""
+
     def headers(self, method: str, url: str, body: bytes | None) -> dict[str, str]:
         return {}
 

@@ -181,7 +181,7 @@ def parse_body(text: str) -> Any:
 
 
 def _nested_too_deeply() -> InvalidInput:
-    return InvalidInput("invalid_body", "request body is nested too deeply or has too long a number")
+    return InvalidInput("invalid_body", "request body is nested too deeply")
 
 
 def _has_lone_surrogate(data: Any) -> bool:
