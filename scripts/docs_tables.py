@@ -30,7 +30,9 @@ from localrun.template import ROOT
 
 DOCS = ROOT / "docs"
 BLOCK = re.compile(
-    r"(<!-- generated: (?P<name>[a-z-]+) \(python -m scripts\.docs_tables\) -->\n)(?P<body>.*?)(<!-- end generated: (?P=name) -->)",
+    r"(<!-- generated: (?P<name>[a-z-]+) \(python -m scripts\.docs_tables\) -->\n)"
+    r"(?P<body>.*?)"
+    r"(<!-- end generated: (?P=name) -->)",
     re.DOTALL,
 )
 
@@ -67,9 +69,7 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, tuple[str, argpar
 
 def _own_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
     return [
-        a
-        for a in parser._actions
-        if not isinstance(a, argparse._HelpAction | argparse._SubParsersAction)
+        a for a in parser._actions if not isinstance(a, argparse._HelpAction | argparse._SubParsersAction)
     ]
 
 
@@ -77,10 +77,8 @@ def cli_options_table() -> str:
     rows = ["| option | default | |", "|---|---|---|"]
     for action in _own_actions(cli.parser()):
         default, what = _default_and_help(action)
-        if action.dest == "auth":
-            words = f"--auth {{{','.join(cli.AUTH_CHOICES)}}}"
-        else:
-            words = _option_words(action)
+        # --auth's choices are checked after parsing (so IDBLOCKS_AUTH is held to them too)
+        words = f"--auth {{{','.join(cli.AUTH_CHOICES)}}}" if action.dest == "auth" else _option_words(action)
         rows.append(f"| `{_cell(words)}` | {_cell(default)} | {_cell(what)} |")
     return "\n".join(rows) + "\n"
 

@@ -14,6 +14,7 @@ UnexpectedResponse, never a KeyError.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -315,7 +316,7 @@ class HttpBackend:
                 signed = {**headers, **self.auth.headers(method, url, data)}
                 response = self._http.request(method, url, body=data, headers=signed, redirect=False)
             except (NewConnectionError, ConnectTimeoutError) as exc:
-                failure = f"cannot connect to {self.endpoint}: {exc}"  # never sent: always safe to retry
+                failure = cannot_connect(self.endpoint, exc)  # never sent: always safe to retry
             except HTTPError as exc:
                 failure = f"{type(exc).__name__} talking to {self.endpoint}: {exc}"
                 if not retry_unknown_outcome:
@@ -367,6 +368,27 @@ def _backends_after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_backends_after_fork_in_child)
+
+
+def cannot_connect(endpoint: str, exc: Exception) -> str:
+    """Where the connection was tried and why it failed; on this machine, the
+    likely cause: the dev server is not running."""
+    # urllib3 words it "<connection object at 0x...>: Failed to establish ...".
+    reason = str(exc).split(">: ", 1)[-1]
+    message = f"cannot connect to {endpoint} ({reason})"
+    host = urlparse(endpoint).hostname or ""
+    if _is_loopback(host):
+        message += "; nothing is listening there: is the dev server running? (`make dev` starts it)"
+    return message
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _retryable(status: int, code: str) -> bool:

@@ -45,7 +45,10 @@ EXIT = ((CounterNotFound, 3), (Conflict, 4), (ServiceUnavailable, 5), (InvalidRe
 # 409 the client retries (request_in_progress) ends in 5 if it never clears.
 EXIT_STATUSES = (
     (0, "done; the result is printed as JSON"),
-    (1, "the service failed (a 500 it was not safe to repeat), or answered something this client cannot read"),
+    (
+        1,
+        "the service failed (a 500 it was not safe to repeat), or answered something this client cannot read",
+    ),
     (
         2,
         "bad usage; a request the service refuses (400, 405, 413, 415, 422) or does not allow "
@@ -169,8 +172,14 @@ def parser() -> argparse.ArgumentParser:
     c = commands.add_parser("get", help="read a counter")
     c.add_argument("name", help="counter name")
     c = commands.add_parser("list", help="list counters")
-    c.add_argument("--limit", metavar="N", type=_positive, help="counters per page (default: the service's page size)")
-    c.add_argument("--cursor", metavar="CURSOR", help="where to go on, from the previous page's cursor (default: the start)")
+    c.add_argument(
+        "--limit", metavar="N", type=_positive, help="counters per page (default: the service's page size)"
+    )
+    c.add_argument(
+        "--cursor",
+        metavar="CURSOR",
+        help="where to go on, from the previous page's cursor (default: the start)",
+    )
     c.add_argument("--all", action="store_true", help="follow cursors to the end (default: one page)")
     c = commands.add_parser("set", help="move a counter forward")
     c.add_argument("name", help="counter name")
