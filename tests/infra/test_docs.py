@@ -24,7 +24,7 @@ from devserver.__main__ import parse_args as devserver_args
 from idblocks.cli import parser as idblocks_parser
 from localrun.template import ROOT
 
-READMES = [ROOT / "README.md", ROOT / "client" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+READMES = [ROOT / "README.md", ROOT / "client" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 MAKEFILE = ROOT / "Makefile"
 SHELL_BLOCK = re.compile(r"^```(?:sh|bash|shell|console)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 SEPARATORS = {";", "&&", "||", "|", "&"}
