@@ -117,7 +117,8 @@ def parser() -> argparse.ArgumentParser:
         "--endpoint",
         metavar="URL",
         default=_env("IDBLOCKS_URL"),
-        help="API base URL, e.g. http://127.0.0.1:3000 for `make dev` (default: $IDBLOCKS_URL)",
+        help="the API's base URL, with the stage (a deployed stack's ApiUrl, e.g. .../v1), or "
+        "http://127.0.0.1:3000 for `make dev`; required one way or the other (default: $IDBLOCKS_URL)",
     )
     p.add_argument(
         "--auth",
@@ -135,15 +136,16 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--region",
-        help="region to sign for, with --auth iam (default: the execute-api URL's, else $AWS_REGION "
-        "or $AWS_DEFAULT_REGION)",
+        help="region to sign for, with --auth iam (default: the execute-api URL's, else $AWS_REGION, "
+        "$AWS_DEFAULT_REGION or the AWS profile's)",
     )
     p.add_argument(
         "--timeout",
         metavar="SECONDS",
         type=_seconds,
         default=10.0,
-        help="seconds to wait for each answer; failures are retried for up to 30 s (default: 10)",
+        help="seconds to wait for each answer; throttling, 5xx and network errors are retried with "
+        "backoff for up to 30 s (default: 10)",
     )
     commands = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
