@@ -12,18 +12,21 @@ PYTHON313 := $(shell (command -v pyenv >/dev/null && pyenv which python3.13 2>/d
 export PATH := $(BIN):$(PATH)
 export SAM_CLI_TELEMETRY := 0
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# Material for MkDocs prints a notice about its successor on every build.
+export NO_MKDOCS_2_WARNING := 1
 
 DEV_ARGS ?=
 # `make clean DEV_STATE=1` also deletes the dev server's saved counters.
 DEV_STATE ?=
 
-.PHONY: help venv dev test test-long test-deployed lint security build unit openapi mutants lock bench clean node node-test test-repeat
+.PHONY: help venv dev test test-long test-deployed lint security build unit openapi mutants lock bench clean node node-test test-repeat docs docs-serve
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 $(VENV)/.installed: requirements/dev.txt requirements/lock.txt layers/core/requirements.txt client/pyproject.toml
 	@test -n "$(PYTHON313)" || { echo "python3.13 not found: install it (pyenv install 3.13.0) or put it on PATH"; exit 1; }
+	@test -e $@ || echo "First run: building $(VENV) from the pinned requirements. This takes a few minutes (about 5 on a busy 2-core machine); later runs start at once."
 	@test -x $(BIN)/python || $(PYTHON313) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -c requirements/lock.txt -r requirements/dev.txt
 	@touch $@
@@ -59,7 +62,7 @@ $(CHECKOV_VENV)/.installed: requirements/checkov.txt requirements/checkov-lock.t
 dev: venv  ## Run the API on http://127.0.0.1:3000 (DEV_ARGS="--port 3001 --fresh" ...)
 	python -m devserver $(DEV_ARGS)
 
-test: lint security build node-test  ## Everything CI runs: lint, security scan, sam build, the test suites (Node's too)
+test: lint security build docs node-test  ## Everything CI runs: lint, security scan, sam build, the docs site, the test suites (Node's too)
 	IDBLOCKS_REQUIRE_BUILD=1 python -m pytest
 
 test-long: venv build  ## The test suites with the concurrency proof twenty times longer (pytest --long)
@@ -97,6 +100,12 @@ test-deployed: venv  ## tests/e2e against a deployed stack: STACK=name or URL=ht
 	$(if $(STACK)$(URL),,$(error make test-deployed needs STACK=<stack name> or URL=<the stack's ApiUrl>))
 	python -m tests.e2e.deployed --stack "$(STACK)" --url "$(URL)" --region "$(REGION)"
 
+docs: venv  ## Build the documentation site into site/ (strict: a broken link or a page missing from the nav fails)
+	mkdocs build --strict --quiet
+
+docs-serve: venv  ## Serve the documentation site on http://127.0.0.1:8000, rebuilt on every change
+	mkdocs serve --strict --dev-addr 127.0.0.1:8000
+
 openapi: venv  ## Regenerate docs/openapi.json from the code
 	python -m scripts.openapi > docs/openapi.json
 
@@ -111,7 +120,7 @@ bench: build node  ## Benchmarks (not tests): client, node, server, scale (simul
 
 clean:  ## Remove everything generated (environments included); DEV_STATE=1 also the dev counters
 	rm -rf .aws-sam $(VENV) $(CHECKOV_VENV) .pytest_cache .ruff_cache .hypothesis .schemathesis .test-repeat \
-		build dist client/build bench/.cache $(NODE_DIR)/node_modules $(NODE_DIR)/dist $(NODE_DIR)/*.tgz
+		build dist client/build bench/.cache $(NODE_DIR)/node_modules $(NODE_DIR)/dist $(NODE_DIR)/*.tgz site
 	find . -path ./.git -prune -o \( -name __pycache__ -o -name '*.egg-info' \) -type d -prune -exec rm -rf {} +
 ifeq ($(DEV_STATE),1)
 	rm -rf .dev-state

@@ -1,4 +1,5 @@
-"""make bench: every benchmark, or those named: python -m bench [client] [async] [node] [server] [scale] [cost]"""
+"""make bench: every benchmark, or those named:
+python -m bench [client] [async] [node] [server] [scale] [cost]"""
 
 from __future__ import annotations
 

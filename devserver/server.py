@@ -134,6 +134,20 @@ def gateway_answer(kind: str) -> Callable[[], Response]:
     return lambda: Response(body, status=status, mimetype="application/json", headers=headers)
 
 
+def unknown_route(answer: Response, method: str, path: str) -> Response:
+    """API Gateway's answer to an unknown route (its status, code and
+    headers), worded for the dev server: API Gateway cannot tell an unknown
+    route from an unsigned request and says both, but the dev server signs
+    nothing, so here it can only be the route."""
+    body = json.loads(answer.get_data())
+    body["error"]["message"] = (
+        f"no route {method} {path} on this dev server: see the routes it printed at start, or "
+        "/openapi.json (a deployed API answers this 403 to an unsigned request too)"
+    )
+    answer.set_data(json.dumps(body))
+    return answer
+
+
 def create_app(api: Api, runner: InProcessRunner, openapi: dict[str, Any]) -> Any:
     """SAM CLI's Flask app for the API, with /openapi.json and a log line per request."""
     service = LocalApigwService(api=api, lambda_runner=runner, stderr=StreamWriter(sys.stderr))
@@ -149,9 +163,11 @@ def create_app(api: Api, runner: InProcessRunner, openapi: dict[str, Any]) -> An
     # An unknown path or method: in AWS, API Gateway answers before any
     # function runs; SAM CLI's stand-in has the old untyped body and no
     # Cache-Control.
-    unknown_route = gateway_answer("MISSING_AUTHENTICATION_TOKEN")
+    gateway_403 = gateway_answer("MISSING_AUTHENTICATION_TOKEN")
     for status in (404, 405):
-        app.register_error_handler(status, lambda _: unknown_route())
+        app.register_error_handler(
+            status, lambda _: unknown_route(gateway_403(), request.method, request.path)
+        )
 
     @app.before_request
     def _start_clock() -> Response | None:

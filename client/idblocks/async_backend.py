@@ -38,6 +38,7 @@ from idblocks.backend import (
     Reply,
     batch_path,
     block_of,
+    cannot_connect,
     endpoint_of,
     exchange,
     new_key,
@@ -117,7 +118,7 @@ class AsyncHttpBackend:
                 follow_redirects=False,
             )
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
-            return NoReply(f"cannot connect to {self.endpoint}: {exc}", exc, sent=False)
+            return NoReply(cannot_connect(self.endpoint, exc), exc, sent=False)
         except httpx.TransportError as exc:
             return NoReply(f"{type(exc).__name__} talking to {self.endpoint}: {exc}", exc, sent=True)
         return Reply(response.status_code, response.content, response.headers.get("Retry-After"))

@@ -14,6 +14,7 @@ UnexpectedResponse, never a KeyError.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -79,6 +80,9 @@ class Auth(Protocol):
 
 
 class NoAuth:
+    """No authentication: the dev server (`make dev`), or a stack deployed with
+    ClientAuth=NONE. HttpBackend's default."""
+
     def headers(self, method: str, url: str, body: bytes | None) -> dict[str, str]:
         return {}
 
@@ -310,7 +314,7 @@ class HttpBackend:
                 attempt.method, attempt.url, body=attempt.data, headers=signed, redirect=False
             )
         except (NewConnectionError, ConnectTimeoutError) as exc:
-            return NoReply(f"cannot connect to {self.endpoint}: {exc}", exc, sent=False)
+            return NoReply(cannot_connect(self.endpoint, exc), exc, sent=False)
         except HTTPError as exc:
             return NoReply(f"{type(exc).__name__} talking to {self.endpoint}: {exc}", exc, sent=True)
         return Reply(response.status, response.data, response.headers.get("Retry-After"))
@@ -455,6 +459,27 @@ def block_of(body: Any, path: str, refusals: int) -> Block:
             f"POST {path} answered a block [{start}, {end}] that step {step} does not fit"
         )
     return Block(start, end, step, capacity_refusals=refusals)
+
+
+def cannot_connect(endpoint: str, exc: Exception) -> str:
+    """Where the connection was tried and why it failed; on this machine, the
+    likely cause: the dev server is not running."""
+    # urllib3 words it "<connection object at 0x...>: Failed to establish ...".
+    reason = str(exc).split(">: ", 1)[-1]
+    message = f"cannot connect to {endpoint} ({reason})"
+    host = urlparse(endpoint).hostname or ""
+    if _is_loopback(host):
+        message += "; nothing is listening there: is the dev server running? (`make dev` starts it)"
+    return message
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _retryable(status: int, code: str) -> bool:

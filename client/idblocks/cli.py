@@ -11,7 +11,7 @@
     update NAME [--next N] [--cache N]
     delete NAME
 
-Every failure is one line on stderr, with the exit status in EXIT_STATUSES.
+Every failure is one line on stderr, with an exit status of EXIT_STATUSES.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -40,17 +41,37 @@ AUTH_CHOICES = ("iam", "api-key", "none")
 # client refuses before sending, is the caller's to fix, as bad usage is.
 EXIT = ((CounterNotFound, 3), (Conflict, 4), (ServiceUnavailable, 5), (InvalidRequest, 2), (AuthError, 2))
 
-EXIT_STATUSES = """\
-exit status:
-  0  done; the result is printed as JSON
-  1  the service failed, or answered something this client cannot read
-  2  bad usage, a request the service refuses (400/422), not authenticated or not
-     allowed (401/403), or no AWS credentials or region for --auth iam
-  3  no such counter (404)
-  4  conflict (409): the counter exists, is exhausted, would move back, or
-     belongs to another RegionCount/RegionIndex (region_mismatch)
-  5  unavailable: throttled, 5xx or unreachable after every retry
-"""
+# What each exit status means, for --help and the documentation's table. A
+# 409 the client retries (request_in_progress) ends in 5 if it never clears.
+EXIT_STATUSES = (
+    (0, "done; the result is printed as JSON"),
+    (
+        1,
+        "the service failed (a 500 it was not safe to repeat), or answered something this client cannot read",
+    ),
+    (
+        2,
+        "bad usage; a request the service refuses (400, 405, 413, 415, 422) or does not allow "
+        "(401, 403); no AWS credentials or region for --auth iam",
+    ),
+    (3, "no such counter (404)"),
+    (
+        4,
+        "conflict (409): counter_exists, counter_exhausted, below_high_water_mark, "
+        "counter_would_move_back, next_beyond_max, region_mismatch",
+    ),
+    (5, "unavailable: throttled, 5xx or unreachable after every retry"),
+)
+
+
+def _exit_statuses_help() -> str:
+    lines = ["exit status:"]
+    for status, meaning in EXIT_STATUSES:
+        wrapped = textwrap.wrap(meaning, width=74)
+        lines.append(f"  {status}  {wrapped[0]}")
+        lines += [f"     {line}" for line in wrapped[1:]]
+    return "\n".join(lines) + "\n"
+
 
 DEPLOYED = """\
 a deployed stack (ClientAuth AWS_IAM, the default; the admin routes always):
@@ -89,13 +110,15 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="idblocks",
         description="Hand out and manage idblocks IDs. Prints the service's answer as JSON.",
-        epilog=EXIT_STATUSES + "\n" + DEPLOYED,
+        epilog=_exit_statuses_help() + "\n" + DEPLOYED,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "--endpoint",
+        metavar="URL",
         default=_env("IDBLOCKS_URL"),
-        help="API base URL, e.g. http://127.0.0.1:3000 for `make dev` (default: $IDBLOCKS_URL)",
+        help="the API's base URL, with the stage (a deployed stack's ApiUrl, e.g. .../v1), or "
+        "http://127.0.0.1:3000 for `make dev`; required one way or the other (default: $IDBLOCKS_URL)",
     )
     p.add_argument(
         "--auth",
@@ -107,48 +130,58 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--api-key",
+        metavar="KEY",
         default=_env("IDBLOCKS_API_KEY"),
         help="the key for --auth api-key (default: $IDBLOCKS_API_KEY)",
     )
     p.add_argument(
         "--region",
-        help="region to sign for, with --auth iam (default: the execute-api URL's, else $AWS_REGION "
-        "or $AWS_DEFAULT_REGION)",
+        help="region to sign for, with --auth iam (default: the execute-api URL's, else $AWS_REGION, "
+        "$AWS_DEFAULT_REGION or the AWS profile's)",
     )
     p.add_argument(
         "--timeout",
+        metavar="SECONDS",
         type=_seconds,
         default=10.0,
-        help="seconds to wait for each answer; failures are retried for up to 30 s (default: 10)",
+        help="seconds to wait for each answer; throttling, 5xx and network errors are retried with "
+        "backoff for up to 30 s (default: 10)",
     )
     commands = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     key_help = "send this Idempotency-Key, to repeat an earlier request safely (default: a new random key)"
     c = commands.add_parser("next", help="hand out one ID")
     c.add_argument("name", help="counter name")
-    c.add_argument("--idempotency-key", help=key_help)
+    c.add_argument("--idempotency-key", metavar="KEY", help=key_help)
     c = commands.add_parser("batch", help="hand out a block of IDs")
     c.add_argument("name", help="counter name")
     c.add_argument("count", type=_positive, help="how many IDs (at most the service's MaxBatchSize)")
-    c.add_argument("--idempotency-key", help=key_help)
+    c.add_argument("--idempotency-key", metavar="KEY", help=key_help)
     c = commands.add_parser("create", help="create a counter")
     c.add_argument("name", help="counter name: 1-128 of A-Z a-z 0-9 _ . -, not . or ..")
     c.add_argument(
         "--start",
+        metavar="N",
         type=_positive,
         help="first ID to hand out (default: 1, or above a deleted counter's old IDs)",
     )
-    c.add_argument("--max", type=_positive, help="last ID it may hand out (default: 2^53-1)")
+    c.add_argument("--max", metavar="N", type=_positive, help="last ID it may hand out (default: 2^53-1)")
     cache_help = (
         "IDs each service environment takes at a time for next, 1 to 1,000,000; above 1 next IDs "
         "are unique but not in order across environments, and unused ones are skipped"
     )
-    c.add_argument("--cache", type=_positive, help=f"{cache_help} (default: 1)")
+    c.add_argument("--cache", metavar="N", type=_positive, help=f"{cache_help} (default: 1)")
     c = commands.add_parser("get", help="read a counter")
     c.add_argument("name", help="counter name")
     c = commands.add_parser("list", help="list counters")
-    c.add_argument("--limit", type=_positive, help="counters per page (default: the service's page size)")
-    c.add_argument("--cursor", help="where to go on, from the previous page's cursor (default: the start)")
+    c.add_argument(
+        "--limit", metavar="N", type=_positive, help="counters per page (default: the service's page size)"
+    )
+    c.add_argument(
+        "--cursor",
+        metavar="CURSOR",
+        help="where to go on, from the previous page's cursor (default: the start)",
+    )
     c.add_argument("--all", action="store_true", help="follow cursors to the end (default: one page)")
     c = commands.add_parser("set", help="move a counter forward")
     c.add_argument("name", help="counter name")
@@ -157,10 +190,11 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("name", help="counter name")
     c.add_argument(
         "--next",
+        metavar="N",
         type=_positive,
         help="the next ID to hand out; never below the current one (default: unchanged)",
     )
-    c.add_argument("--cache", type=_positive, help=f"{cache_help} (default: unchanged)")
+    c.add_argument("--cache", metavar="N", type=_positive, help=f"{cache_help} (default: unchanged)")
     c = commands.add_parser("delete", help="delete a counter (its high-water mark is kept)")
     c.add_argument("name", help="counter name")
     return p

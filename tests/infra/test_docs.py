@@ -1,9 +1,10 @@
-"""The READMEs' commands run as written, the Makefile and its table agree,
-`make clean` removes what the project generates, and samconfig.toml deploys
-what the README says.
+"""The documentation's commands name what exists (tests/integration/
+test_docs_examples.py runs the runnable ones), the Makefile and its table
+agree, `make clean` removes what the project generates, and samconfig.toml
+deploys what the Deploy page says.
 
-The commands are read from the READMEs as they are now, so a command added
-later is checked too.
+The commands are read from the READMEs and every page of docs/ as they are
+now, so a command or a page added later is checked too.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from devserver.__main__ import parse_args as devserver_args
 from idblocks.cli import parser as idblocks_parser
 from localrun.template import ROOT
 
-READMES = [ROOT / "README.md", ROOT / "client" / "README.md"]
+READMES = [ROOT / "README.md", ROOT / "client" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 MAKEFILE = ROOT / "Makefile"
 SHELL_BLOCK = re.compile(r"^```(?:sh|bash|shell|console)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 SEPARATORS = {";", "&&", "||", "|", "&"}
@@ -141,6 +142,8 @@ def test_each_readme_command_names_something_that_exists(readme, argv):
     written (command not found): nothing said the tools live in .venv/bin."""
     while argv and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", argv[0]):
         argv = argv[1:]  # VAR=value in front of a command
+    if not argv:
+        return  # a shell variable set for the commands after it
     word = argv[0]
     if word in ("source", "."):
         assert (ROOT / argv[1]).exists(), f"{argv[1]} does not exist"
@@ -169,8 +172,12 @@ def test_the_venv_activation_the_readme_names_is_what_make_venv_creates():
 # -- the Makefile and the Commands table ---------------------------------------
 
 
+DEVELOPMENT = ROOT / "docs" / "development.md"
+DEPLOY = ROOT / "docs" / "deploy.md"
+
+
 def commands_table() -> set[str]:
-    text = (ROOT / "README.md").read_text()
+    text = DEVELOPMENT.read_text()
     section = text.split("\n## Commands\n", 1)[1].split("\n## ", 1)[0]
     return set(re.findall(r"^\| `make ([a-z-]+)`", section, re.MULTILINE))
 
@@ -241,7 +248,7 @@ def test_make_clean_removes_what_the_project_generates_and_keeps_dev_state_unles
 
 
 def readme_parameter_defaults() -> dict[str, str]:
-    text = (ROOT / "README.md").read_text()
+    text = DEPLOY.read_text()
     section = text.split("\n## Deploy\n", 1)[1].split("\n## ", 1)[0]
     defaults = {}
     for row in re.findall(r"^\|(.+)\|$", section, re.MULTILINE):
@@ -266,7 +273,50 @@ def test_samconfig_default_deploys_what_the_readme_table_says(template):
 
 
 def test_the_readme_names_every_samconfig_environment():
-    deploy = (ROOT / "README.md").read_text().split("\n## Deploy\n", 1)[1].split("\n## ", 1)[0]
+    deploy = DEPLOY.read_text().split("\n## Deploy\n", 1)[1].split("\n## ", 1)[0]
     for env in samconfig():
         if env not in ("version", "default"):
             assert f"--config-env {env}" in deploy, f"the README's Deploy section never names [{env}]"
+
+
+# -- make's first run ----------------------------------------------------------
+
+
+def _fake_tree(tree: Path) -> None:
+    """A scratch tree with this Makefile, its requirement files and a .venv
+    whose python does nothing: the recipes run, nothing is installed."""
+    shutil.copy(MAKEFILE, tree / "Makefile")
+    for requirement in ("requirements/dev.txt", "requirements/lock.txt", "layers/core/requirements.txt"):
+        (tree / requirement).parent.mkdir(parents=True, exist_ok=True)
+        (tree / requirement).write_text("")
+    (tree / "client").mkdir()
+    (tree / "client" / "pyproject.toml").write_text("")
+    python = tree / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("#!/bin/sh\nexit 0\n")
+    python.chmod(0o755)
+
+
+def _make_dev(tree: Path) -> str:
+    done = subprocess.run(
+        ["make", "-s", "-C", str(tree), "dev", "PYTHON313=/bin/true"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_dev_says_once_that_the_first_run_builds_the_environment(tmp_path):
+    """The first `make dev` spent minutes building .venv and said nothing."""
+    _fake_tree(tmp_path)
+    first = _make_dev(tmp_path)
+    assert first.count("First run") == 1, first
+    assert re.search(r"a few minutes \(about \d+ ", first), first
+    assert "First run" not in _make_dev(tmp_path)
+    # stale requirements rebuild quietly: that is not a first run
+    (tmp_path / "requirements" / "dev.txt").write_text("# changed\n")
+    assert "First run" not in _make_dev(tmp_path)

@@ -239,10 +239,10 @@ def test_the_dashboards_url_is_an_output():
     assert "#dashboards/dashboard/${Dashboard}" in _text(output)
 
 
-def test_the_readme_shows_the_saved_queries_as_the_stack_saves_them():
+def test_the_operating_docs_show_the_saved_queries_as_the_stack_saves_them():
     from localrun.template import ROOT
 
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "deploy.md").read_text()
     blocks: list[str] = []
     block: list[str] | None = None  # the lines of the fenced block we are in, if any
     for line in readme.splitlines():

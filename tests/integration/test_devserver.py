@@ -67,7 +67,9 @@ def test_unknown_routes_and_methods_get_the_gateways_answer_in_the_apis_shape(st
     """SAM CLI's stand-in answered an unknown path or method with a bare 403
     {"message": "Missing Authentication Token"}, without the error shape or
     Cache-Control: no-store; the dev server answers as the deployed API
-    Gateway does (template.yaml's GatewayResponses), and nothing is handed out."""
+    Gateway does (template.yaml's GatewayResponses), and nothing is handed out.
+    Its message said "...or the request is not signed with SigV4", on a
+    server that never signs anything; it now names the unknown route."""
     with DevServer(state_file=state_file) as dev:
         base = dev.url
         answers = [
@@ -80,7 +82,10 @@ def test_unknown_routes_and_methods_get_the_gateways_answer_in_the_apis_shape(st
         for reply in answers:
             assert reply.status_code == 403, reply.request.method
             assert reply.json()["error"]["code"] == "unknown_route_or_unsigned"
-            assert reply.json()["error"]["message"]
+            # the dev server signs nothing: the route is all the message can mean
+            message = reply.json()["error"]["message"]
+            assert f"no route {reply.request.method} /" in message, message
+            assert "dev server" in message
             assert reply.headers["Cache-Control"] == "no-store"
             assert reply.headers["Content-Type"] == "application/json"
         assert dev.post("/counters/orders/next").json()["id"] == 1  # none of them took an ID

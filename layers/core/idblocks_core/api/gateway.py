@@ -215,7 +215,7 @@ def parse_body(text: str) -> Any:
     key given twice (at any depth) refused naming it; lone surrogates (no UTF-8
     text carries one), NaN and Infinity are not JSON."""
     if _too_deep(text):
-        raise InvalidInput("invalid_body", "request body is nested too deeply or has too long a number")
+        raise InvalidInput("invalid_body", "request body is nested too deeply")
     try:
         data = json.loads(text, object_pairs_hook=_object, parse_float=_number, parse_constant=_not_json)
         json.dumps(data, ensure_ascii=False).encode()

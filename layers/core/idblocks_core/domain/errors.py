@@ -67,8 +67,9 @@ _CATALOGUE = (
     ErrorCode(
         "invalid_body",
         400,
-        "The body is not a JSON object of this route's fields: missing, an unknown field, "
-        f"nested too deep, a number too long to be an ID, or not UTF-8. {_NOT_CHANGED}",
+        "The body is not a JSON object of this route's fields: missing, not an object, an unknown "
+        "field, a PUT with neither next nor cache, nested too deep, or not UTF-8 (a number out of a "
+        f"field's range is that field's code, e.g. invalid_count). {_NOT_CHANGED}",
         "no",
         "Send only the fields the route takes (see the OpenAPI document).",
     ),

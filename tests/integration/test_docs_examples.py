@@ -1,0 +1,198 @@
+"""Every example of the documentation runs as written, twice in a row,
+against fresh dev servers: the READMEs and every page of docs/, as they are
+now, so an example added later runs too.
+
+An example is a fenced block of shell (sh, bash, shell, console) or python.
+A block that cannot run here says why on the line before its fence, one of
+NOT_RUN's reasons:
+
+    <!-- not-run: needs AWS -->
+
+(tests/infra/test_docs.py still checks that its commands name what exists).
+Every other block runs: shell with bash -e (with .venv/bin on PATH, as after
+`source .venv/bin/activate`), python with this interpreter, from the
+repository's root. An address http://127.0.0.1:PORT in a block is a dev
+server: 3000 one with the defaults, any other port one started with the
+`make dev DEV_ARGS="--port PORT ..."` its page gives; each is started fresh
+for this test, on a free port and a counters file of its own, and the
+address in the block is rewritten to it. Running every block a second time
+against the same servers is what a reader who tries the pages twice does:
+an example that only works once (a name it creates, a start it sets) fails.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from devserver.process import DevServer, subprocess_environment
+from localrun.template import ROOT
+
+DOC_FILES = [ROOT / "README.md", ROOT / "client" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+NOT_RUN = {"starts a server", "needs AWS", "needs Docker"}
+EXAMPLE = re.compile(
+    r"(?:^<!-- not-run: (?P<reason>[^>]*?) -->\n)?"
+    r"^```(?P<lang>sh|bash|shell|console|python)\n(?P<body>.*?)^```",
+    re.MULTILINE | re.DOTALL,
+)
+DEV_ARGS = re.compile(r"make dev DEV_ARGS=\"([^\"]*)\"")
+LOCAL_URL = re.compile(r"http://127\.0\.0\.1:(\d+)")
+DEFAULT_PORT = 3000
+VENV_BIN = Path(sys.executable).parent
+# Generous: an example is a handful of requests, but the machine may be busy.
+BLOCK_TIMEOUT = 180
+
+
+@dataclass(frozen=True)
+class Example:
+    page: Path
+    line: int
+    lang: str
+    body: str
+    not_run: str | None
+
+    @property
+    def where(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+
+def examples() -> list[Example]:
+    found = []
+    for page in DOC_FILES:
+        text = page.read_text()
+        for match in EXAMPLE.finditer(text):
+            line = text.count("\n", 0, match.start("lang")) + 1
+            found.append(Example(page, line, match["lang"], match["body"], match["reason"]))
+    return found
+
+
+def server_args(page: Path, port: int) -> tuple[str, ...]:
+    """The dev server options the page starts its server on ``port`` with,
+    without the port and the counters file (the test gives its own)."""
+    if port == DEFAULT_PORT:
+        return ()
+    candidates = set()
+    for line in DEV_ARGS.findall(page.read_text()):
+        args = shlex.split(line)
+        if "--port" in args and args[args.index("--port") + 1] == str(port):
+            kept, skip = [], False
+            for arg in args:
+                if skip:
+                    skip = False
+                elif arg in ("--port", "--state-file"):
+                    skip = True
+                else:
+                    kept.append(arg)
+            candidates.add(tuple(kept))
+    assert len(candidates) == 1, (
+        f"{page.relative_to(ROOT)} uses 127.0.0.1:{port}, but gives {len(candidates)} ways of starting "
+        f'a server there (make dev DEV_ARGS="--port {port} ..."); it needs exactly one'
+    )
+    return candidates.pop()
+
+
+class Servers:
+    """The dev servers the examples talk to, started on first use."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.started: dict[tuple[str, ...], DevServer] = {}
+
+    def url_for(self, args: tuple[str, ...]) -> str:
+        if args not in self.started:
+            state = self.directory / f"state-{len(self.started)}.json"
+            self.started[args] = DevServer("--fresh", *args, state_file=state).start()
+        return self.started[args].url
+
+    def stop(self) -> None:
+        for server in self.started.values():
+            server.stop()
+
+
+def run(example: Example, servers: Servers) -> subprocess.CompletedProcess[str]:
+    body = example.body
+    for port in sorted({int(port) for port in LOCAL_URL.findall(body)}):
+        url = servers.url_for(server_args(example.page, port))
+        body = body.replace(f"http://127.0.0.1:{port}", url)
+    env = subprocess_environment()
+    env.pop("IDBLOCKS_URL", None)
+    env.pop("IDBLOCKS_AUTH", None)
+    env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
+    if example.lang == "python":
+        argv = [sys.executable, "-c", body]
+    else:
+        argv = ["bash", "-e", "-o", "pipefail", "-c", body]
+    return subprocess.run(
+        argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=BLOCK_TIMEOUT, check=False
+    )
+
+
+EXAMPLES = examples()
+RUNNABLE = [example for example in EXAMPLES if example.not_run is None]
+
+
+def test_the_extraction_finds_the_examples():
+    """Guards the extraction itself: finding nothing would pass everything."""
+    assert len(RUNNABLE) >= 8
+    bodies = "\n".join(example.body for example in RUNNABLE)
+    for word in ("curl ", "idblocks create", "HttpBackend(", "FailoverBackend", ":3001", ":3002"):
+        assert word in bodies, word
+    assert {example.lang for example in RUNNABLE} >= {"sh", "python"}
+
+
+def test_every_block_that_is_not_run_says_why_in_known_words():
+    unknown = {
+        (example.where, example.not_run) for example in EXAMPLES if example.not_run not in NOT_RUN | {None}
+    }
+    assert not unknown, f"not-run reasons are one of {sorted(NOT_RUN)}"
+
+
+def test_every_not_run_mark_is_on_the_line_before_a_fence():
+    """A mark with a blank line (or anything) before its fence marks nothing,
+    and the block it meant would run."""
+    marks = sum(len(re.findall(r"^<!-- not-run:", page.read_text(), re.MULTILINE)) for page in DOC_FILES)
+    assert marks == sum(example.not_run is not None for example in EXAMPLES)
+
+
+def test_a_block_that_is_not_run_needs_what_its_reason_says():
+    """A runnable example marked not-run to hide a failure would still be
+    unchecked: each reason must be visible in the block."""
+    needs = {
+        "starts a server": r"make dev|python -m devserver",
+        "needs AWS": r"amazonaws\.com|sam (deploy|build)|aws |IamAuth",
+        "needs Docker": r"docker ",
+    }
+    wrong = [
+        example.where
+        for example in EXAMPLES
+        if example.not_run in needs and not re.search(needs[example.not_run], example.body)
+    ]
+    assert not wrong
+
+
+def test_every_runnable_example_runs_twice_against_fresh_dev_servers(tmp_path):
+    servers = Servers(tmp_path)
+    failures = []
+    try:
+        for attempt in (1, 2):
+            for example in RUNNABLE:
+                done = run(example, servers)
+                output = done.stdout + done.stderr
+                # curl exits 0 on an HTTP error; the API's errors are JSON with "error".
+                if done.returncode != 0 or '{"error"' in output:
+                    failures.append(f"run {attempt}, {example.where} (exit {done.returncode}):\n{output}")
+    finally:
+        servers.stop()
+    assert not failures, "\n\n".join(failures)
+
+
+@pytest.mark.parametrize("reason", sorted(NOT_RUN))
+def test_each_reason_is_used(reason):
+    """A reason nobody uses is a rule nobody keeps: drop it."""
+    assert any(example.not_run == reason for example in EXAMPLES), reason
