@@ -51,7 +51,7 @@ def test_it_names_each_failed_test_and_the_runs_it_failed_in(tmp_path: Path) -> 
     logs = tmp_path / "logs"
     done = subprocess.run(
         [sys.executable, "-m", "scripts.test_repeat", "--runs", "3", "--logs", str(logs),
-         "--", str(probe), "-p", "no:cacheprovider"],
+         "--", str(probe), "-p", "no:cacheprovider", "--rootdir", str(probe.parent)],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     out = done.stdout
