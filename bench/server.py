@@ -25,7 +25,11 @@ Warm overhead: one interpreter, the handler already loaded, invoked many
 times with DynamoDB stubbed; the median time per invocation is all handler.
 Beside it, in alternating rounds, a bare handler makes the same stubbed call
 with a plain boto3 client and returns JSON: each route's warm ratio is its
-time over the bare handler's.
+time over the bare handler's. Each route is measured twice in those rounds:
+as deployed (tracing on) and with tracing off (POWERTOOLS_TRACE_DISABLED,
+as the Tracing parameter's PassThrough sets it), the bare handler tracing
+nothing; both ratios are reported (``warm_ratio_*`` and
+``warm_ratio_*_tracing_off``).
 
 Writes bench/results/server.json.
 """
@@ -78,23 +82,24 @@ def lambda_environment(function_dir: Path) -> dict[str, str]:
     return env
 
 
-def run(child_args: list[str], cwd: Path) -> float:
-    return [float(x) for x in run_lines(child_args, cwd)[-1].split()][-1]
+def run(child_args: list[str], cwd: Path, env: dict[str, str] | None = None) -> float:
+    return [float(x) for x in run_lines(child_args, cwd, env)[-1].split()][-1]
 
 
-def run_lines(child_args: list[str], cwd: Path) -> list[str]:
+def run_lines(child_args: list[str], cwd: Path, env: dict[str, str] | None = None) -> list[str]:
     """Run bench/lambda_child.py with ``child_args`` in a fresh interpreter.
 
     -S: no site-packages, so only the standard library, the layer and this
     project's own modules (for bench.lambda_child and localrun's Lambda
     context, which import nothing outside the standard library) are
     importable, as in Lambda (this environment's extras, such as awscrt or
-    pyOpenSSL, would change what botocore loads)."""
+    pyOpenSSL, would change what botocore loads). ``env`` is laid over the
+    function's environment."""
     out = subprocess.run(
         [sys.executable, "-S", "-m", "bench.lambda_child", *child_args],
         capture_output=True,
         text=True,
-        env=lambda_environment(cwd) | {"PYTHONPATH": str(ROOT)},
+        env=lambda_environment(cwd) | {"PYTHONPATH": str(ROOT)} | (env or {}),
         cwd=cwd,
     )
     if out.returncode != 0:
@@ -226,23 +231,35 @@ def layer_size_effect(layer: Path) -> dict[str, float]:
     return results
 
 
+# The Tracing parameter set to PassThrough, as template.yaml turns tracing off.
+TRACING_OFF = {"POWERTOOLS_TRACE_DISABLED": "true"}
+
+
 def warm_overheads(layer: Path) -> dict[str, float]:
     """Each route's median warm invocation beside a bare handler's making the
     same stubbed DynamoDB call (bench/lambda_child.py, bare_handler), in
     alternating rounds: the ratio says what the handler adds to the call it
-    cannot avoid, whatever the machine."""
+    cannot avoid, whatever the machine. The route is measured as deployed by
+    default (tracing on: an X-Ray subsegment for the handler and one for the
+    DynamoDB call, each sent by UDP) and, in the same rounds, with tracing
+    off: the bare handler traces nothing, so the second ratio is the one
+    that compares like with like, the first what a traced deployment pays."""
     results: dict[str, float] = {}
     for route, logical_id in FUNCTIONS.items():
         fn = BUILD / logical_id
         event = str(ROOT / "events" / f"{EVENTS[route]}.json")
-        ours, bare = [], []
+        ours_args = ["warm", str(fn), str(layer), route, event, str(WARM_CALLS)]
+        ours, untraced, bare = [], [], []
         for _ in range(WARM_ROUNDS):
             bare.append(run(["bare", str(layer), route, event, str(WARM_CALLS)], fn))
-            ours.append(run(["warm", str(fn), str(layer), route, event, str(WARM_CALLS)], fn))
-        ours_ms, bare_ms = statistics.median(ours) * 1000, statistics.median(bare) * 1000
-        results[f"warm_overhead_ms_{route}"] = round(ours_ms, 3)
+            ours.append(run(ours_args, fn))
+            untraced.append(run(ours_args, fn, TRACING_OFF))
+        bare_ms = statistics.median(bare) * 1000
         results[f"warm_bare_ms_{route}"] = round(bare_ms, 3)
-        results[f"warm_ratio_{route}"] = round(ours_ms / bare_ms, 3)
+        for suffix, times in (("", ours), ("_tracing_off", untraced)):
+            ours_ms = statistics.median(times) * 1000
+            results[f"warm_overhead_ms_{route}{suffix}"] = round(ours_ms, 3)
+            results[f"warm_ratio_{route}{suffix}"] = round(ours_ms / bare_ms, 3)
     return results
 
 

@@ -61,6 +61,30 @@ def test_each_cold_start_ratio_follows_from_its_own_figures(monkeypatch):
     assert "cold_start_ms_baseline" not in results
 
 
+def test_warm_ratios_are_reported_with_tracing_on_and_off_beside_one_bare_handler(monkeypatch):
+    """Given a bench whose bare handler traces nothing, when the warm rounds
+    run, then each route is measured as deployed and with tracing off in the
+    same rounds, and both ratios follow from the figures beside them."""
+    from bench import server
+
+    calls = []
+
+    def fake_run(args, cwd, env=None):
+        calls.append((args[0], env))
+        traced_off = bool(env) and env.get("POWERTOOLS_TRACE_DISABLED") == "true"
+        return {"bare": 0.0002, "warm": 0.0003 if traced_off else 0.0006}[args[0]]
+
+    monkeypatch.setattr(server, "WARM_ROUNDS", 1)
+    monkeypatch.setattr(server, "run", fake_run)
+    results = server.warm_overheads(server.ROOT)
+    for route in server.FUNCTIONS:
+        assert results[f"warm_bare_ms_{route}"] == 0.2
+        assert (results[f"warm_overhead_ms_{route}"], results[f"warm_ratio_{route}"]) == (0.6, 3.0)
+        assert results[f"warm_overhead_ms_{route}_tracing_off"] == 0.3
+        assert results[f"warm_ratio_{route}_tracing_off"] == 1.5
+    assert calls.count(("warm", None)) == calls.count(("warm", server.TRACING_OFF)) == len(server.FUNCTIONS)
+
+
 def test_the_breakdown_adds_up_to_the_total_it_reports():
     """The cold-start breakdown added up to 494 of 584 ms with no word on the
     rest: its steps were medians of separate columns. Now they are the steps
