@@ -5,21 +5,17 @@ shared by several dev servers in tests/support/cluster.py."""
 
 from __future__ import annotations
 
-import copy
 import os
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
-from moto.core import DEFAULT_ACCOUNT_ID
-from moto.dynamodb.models import dynamodb_backends
 
-from localrun.tables import TABLE_NAMES, create_tables
+from localrun.tables import TABLE_NAMES
 from localrun.template import Template, default_template
 from tests.support.api import LocalApi
+from tests.support.moto_tables import EmptyTables
 
 FAKE_AWS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -99,41 +95,14 @@ def lambda_env(monkeypatch: pytest.MonkeyPatch, template: Template) -> Iterator[
 
 
 @pytest.fixture(scope="session")
-def empty_tables(template: Template) -> dict[str, Any]:
-    """The template's tables as moto holds them just after create_tables,
-    made once per process: creating them through the API (create, wait,
-    TTL) for every test was the largest part of the unit run. Each test
-    gets its own copy of these, so none sees another's items or settings."""
-    with mock_aws():
-        client = boto3.client("dynamodb")
-        create_tables(client, template, TABLE_NAMES)
-        tables = _moto_dynamodb(client).tables
-        return copy.deepcopy({name: tables[name] for name in TABLE_NAMES.values()})
-
-
-def _moto_dynamodb(client: Any) -> Any:
-    """moto's in-process DynamoDB backend that ``client`` talks to (white-box)."""
-    return dynamodb_backends[DEFAULT_ACCOUNT_ID][client.meta.region_name]
-
-
-@pytest.fixture(scope="session")
-def boto3_session() -> boto3.Session:
-    """One session for the fixtures' own clients: building a session
-    registers botocore's handlers again, which costs more than the client."""
-    return boto3.Session()
+def empty_tables(template: Template) -> EmptyTables:
+    return EmptyTables(template)
 
 
 @pytest.fixture
-def dynamodb(
-    lambda_env: Callable[..., None], empty_tables: dict[str, Any], boto3_session: boto3.Session
-) -> Iterator[Any]:
-    """moto's in-process DynamoDB, with the template's tables, empty. As
-    before, mock_aws starts with no data and drops all of it at the end; the
-    tables are fresh copies of the ones create_tables made at session start."""
-    with mock_aws():
-        client = boto3_session.client("dynamodb")
-        _moto_dynamodb(client).tables.update(copy.deepcopy(empty_tables))
-        assert sorted(client.list_tables()["TableNames"]) == sorted(TABLE_NAMES.values())
+def dynamodb(lambda_env: Callable[..., None], empty_tables: EmptyTables) -> Iterator[Any]:
+    """moto's in-process DynamoDB, with the template's tables, empty."""
+    with empty_tables.mocked() as client:
         yield client
 
 
