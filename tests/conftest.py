@@ -10,13 +10,12 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
-from localrun.tables import TABLE_NAMES, create_tables
+from localrun.tables import TABLE_NAMES
 from localrun.template import Template, default_template
 from tests.support.api import LocalApi
+from tests.support.moto_tables import EmptyTables
 
 FAKE_AWS = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -95,12 +94,15 @@ def lambda_env(monkeypatch: pytest.MonkeyPatch, template: Template) -> Iterator[
     reset_core_caches()
 
 
+@pytest.fixture(scope="session")
+def empty_tables(template: Template) -> EmptyTables:
+    return EmptyTables(template)
+
+
 @pytest.fixture
-def dynamodb(lambda_env: Callable[..., None], template: Template) -> Iterator[Any]:
-    """moto's in-process DynamoDB, with the template's tables."""
-    with mock_aws():
-        client = boto3.client("dynamodb")
-        create_tables(client, template, TABLE_NAMES)
+def dynamodb(lambda_env: Callable[..., None], empty_tables: EmptyTables) -> Iterator[Any]:
+    """moto's in-process DynamoDB, with the template's tables, empty."""
+    with empty_tables.mocked() as client:
         yield client
 
 
