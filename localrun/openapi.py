@@ -26,6 +26,8 @@ from localrun.template import ROOT, default_template
 if str(ROOT / "layers" / "core") not in sys.path:
     sys.path.insert(0, str(ROOT / "layers" / "core"))
 
+from idblocks_core.domain.errors import ERROR_CODES
+
 DESCRIPTION = """\
 Unique, increasing IDs from DynamoDB counters. `next` hands out one ID; `batch`
 hands out a block [start, end] for the client to use locally. IDs of a counter
@@ -45,19 +47,23 @@ code's status, meaning, whether a retry can help, and what to do."""
 
 JSON = "application/json"
 SECURITY_SCHEMES = {
-    "sigv4": {
-        "description": "AWS Signature Version 4 (AWS_IAM)",
-        "in": "header",
-        "name": "Authorization",
-        "type": "apiKey",
-    },
-    "api_key": {
-        "description": "API key (ClientAuth API_KEY)",
-        "in": "header",
-        "name": "x-api-key",
-        "type": "apiKey",
-    },
+    scheme: {"description": description, "in": "header", "name": header, "type": "apiKey"}
+    for scheme, header, description in [
+        ("sigv4", "Authorization", "AWS Signature Version 4 (AWS_IAM)"),
+        ("api_key", "x-api-key", "API key (ClientAuth API_KEY)"),
+    ]
 }
+# Any route may be sent a body (too large, not JSON, with fields it does not
+# take), and every one reads or writes DynamoDB.
+ALWAYS_ERRORS = (
+    "payload_too_large",
+    "unsupported_media_type",
+    "invalid_json",
+    "invalid_body",
+    "service_unavailable",
+)
+NO_BODY = {"type": ["object", "null"], "maxProperties": 0, "description": "No field: none, null or {}."}
+ANSWERED_BY = {"function": "the function", "gateway": "API Gateway", "both": "API Gateway or the function"}
 
 
 class NextResult(BaseModel):
@@ -117,57 +123,65 @@ RESPONSE_MODELS = (NextResult, BatchResult, CounterState, CounterPage, ErrorBody
 def document(environment: Mapping[str, str] | None = None) -> dict:
     """The document for functions running with ``environment`` (os.environ
     by default): GET next is off under AllowGetNext=false."""
-    from idblocks_core.api.gateway import ALWAYS_ERRORS
-
     template = default_template()
-    get_next_off = (os.environ if environment is None else environment).get(
-        "ALLOW_GET_NEXT", "true"
-    ) == "false"
+    environment = os.environ if environment is None else environment
+    get_next_off = environment.get("ALLOW_GET_NEXT", "true") == "false"
     _, definitions = models_json_schema(
         [(model, "serialization") for model in RESPONSE_MODELS], ref_template="#/components/schemas/{model}"
     )
     schemas = definitions["$defs"]
     paths: dict[str, dict[str, Any]] = {}
     for logical_id in sorted(template.functions):
-        for route in load_module(template.functions[logical_id]).routes.table.values():
+        for route in load_module(template.functions[logical_id]).routes.values():
             if get_next_off and (route.method, route.resource) == ("GET", "/counters/{name}/next"):
                 continue
-            fields = route.fields
+            method = route.method.lower()
             status, success, *errors = route.answers
             operation: dict[str, Any] = {
-                "operationId": re.sub(r"\W", "_", route.handler.__name__ + route.resource)
-                + "_"
-                + route.method.lower(),
+                "operationId": re.sub(r"\W", "_", f"{route.handler.__name__}{route.resource}_{method}"),
                 "summary": route.summary,
                 "security": route.security,
                 "responses": _responses(
-                    status, success, [*(f.code for f in fields), *errors, *ALWAYS_ERRORS]
+                    status, success, [*(f.code for f in route.fields), *errors, *ALWAYS_ERRORS]
                 ),
             }
-            parameters = [_parameter(spec, template.parameters) for spec in fields if spec.where != "body"]
+            parameters = [
+                {
+                    "description": spec.description,
+                    "in": spec.where,
+                    "name": spec.name,
+                    "required": spec.required,
+                    "schema": _schema(spec, template.parameters),
+                }
+                for spec in route.fields
+                if spec.where != "body"
+            ]
             if parameters:
                 operation["parameters"] = parameters
             if route.body is not None:
-                schemas[route.body] = _body_schema(
-                    route.body, [f for f in fields if f.where == "body"], route.one_of, template.parameters
-                )
+                schemas[route.body] = _body_schema(route, template.parameters)
                 ref = {"$ref": f"#/components/schemas/{route.body}"}
                 operation["requestBody"] = {"content": {JSON: {"schema": ref}}, "required": True}
-            elif route.method in ("POST", "PUT"):
-                empty = {
-                    "type": ["object", "null"],
-                    "maxProperties": 0,
-                    "description": "No field: none, null or {}.",
-                }
-                operation["requestBody"] = {"content": {JSON: {"schema": empty}}, "required": False}
-            paths.setdefault(route.resource, {})[route.method.lower()] = operation
+            elif method in ("post", "put"):
+                operation["requestBody"] = {"content": {JSON: {"schema": NO_BODY}}, "required": False}
+            paths.setdefault(route.resource, {})[method] = operation
+    catalogue = {
+        code: {
+            "status": entry.status,
+            "meaning": entry.meaning,
+            "retry": entry.retry,
+            "action": entry.action,
+            "answered_by": ANSWERED_BY[entry.source],
+        }
+        for code, entry in ERROR_CODES.items()
+    }
     return {
         "openapi": "3.1.0",
         "info": {"title": "idblocks", "version": "1.0.0", "description": DESCRIPTION},
         "servers": [{"url": "/"}],
         "paths": paths,
         "components": {"schemas": dict(sorted(schemas.items())), "securitySchemes": SECURITY_SCHEMES},
-        "x-error-codes": catalogue(),
+        "x-error-codes": catalogue,
     }
 
 
@@ -176,43 +190,26 @@ def _schema(spec: Any, parameters: Mapping[str, str]) -> dict[str, Any]:
     the deployment sets it; an optional field without a default may be null
     (the use case then takes its default)."""
     schema = spec.schema | ({"maximum": int(parameters[spec.maximum_from])} if spec.maximum_from else {})
-    shown = {"anyOf": [schema, {"type": "null"}]} if not spec.required and spec.default is None else schema
-    title = "-".join(part.capitalize() for part in spec.name.split("-"))
-    return (
-        shown
-        | ({"default": spec.default} if spec.default is not None else {})
-        | {
-            "description": spec.description,
-            "title": title,
-        }
-    )
+    if spec.default is not None:
+        schema |= {"default": spec.default}
+    elif not spec.required:
+        schema = {"anyOf": [schema, {"type": "null"}]}
+    return schema | {"description": spec.description, "title": spec.name.title()}
 
 
-def _parameter(spec: Any, parameters: Mapping[str, str]) -> dict[str, Any]:
-    return {
-        "description": spec.description,
-        "in": spec.where,
-        "name": spec.name,
-        "required": spec.required,
-        "schema": _schema(spec, parameters),
-    }
-
-
-def _body_schema(
-    name: str, fields: list[Any], one_of: tuple[str, ...], parameters: Mapping[str, str]
-) -> dict:
+def _body_schema(route: Any, parameters: Mapping[str, str]) -> dict:
+    fields = [spec for spec in route.fields if spec.where == "body"]
     schema: dict[str, Any] = {
         "additionalProperties": False,
         "properties": {spec.name: _schema(spec, parameters) for spec in fields},
-        "title": name,
+        "title": route.body,
         "type": "object",
     }
-    required = [spec.name for spec in fields if spec.required]
-    if required:
+    if required := [spec.name for spec in fields if spec.required]:
         schema["required"] = required
-    if one_of:
+    if route.one_of:
         # at least one of them, and not null: {} or all nulls is refused
-        schema["anyOf"] = [{"required": [n], "properties": {n: {"type": "integer"}}} for n in one_of]
+        schema["anyOf"] = [{"required": [n], "properties": {n: {"type": "integer"}}} for n in route.one_of]
     return schema
 
 
@@ -221,18 +218,14 @@ def _responses(status: int, success: str | None, codes: list[str]) -> dict[str, 
     status, each status listing its codes and what they mean
     (``x-error-codes`` holds them for machines); API Gateway's own answers
     (template.yaml's GatewayResponses) are added to every operation."""
-    from idblocks_core.domain.errors import ERROR_CODES
-
     responses: dict[str, Any] = {str(status): {"description": "Success."}}
     if success is not None:
         responses[str(status)]["content"] = {JSON: {"schema": {"$ref": f"#/components/schemas/{success}"}}}
     by_status: dict[str, list[str]] = {}
     gateway = [entry.code for entry in ERROR_CODES.values() if entry.source in ("gateway", "both")]
-    for code in [*codes, *gateway]:
+    for code in dict.fromkeys([*codes, *gateway]):
         if isinstance(ERROR_CODES[code].status, int):
-            listed = by_status.setdefault(str(ERROR_CODES[code].status), [])
-            if code not in listed:
-                listed.append(code)
+            by_status.setdefault(str(ERROR_CODES[code].status), []).append(code)
     for error_status, listed in sorted(by_status.items()):
         responses[error_status] = {
             "content": {JSON: {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
@@ -242,26 +235,8 @@ def _responses(status: int, success: str | None, codes: list[str]) -> dict[str, 
     return responses
 
 
-def catalogue() -> dict[str, dict[str, object]]:
-    from idblocks_core.domain.errors import ERROR_CODES
-
-    return {
-        code: {
-            "status": entry.status,
-            "meaning": entry.meaning,
-            "retry": entry.retry,
-            "action": entry.action,
-            "answered_by": "API Gateway" if entry.source == "gateway" else "the function",
-        }
-        | ({"answered_by": "API Gateway or the function"} if entry.source == "both" else {})
-        for code, entry in ERROR_CODES.items()
-    }
-
-
 def errors_table() -> str:
     """The catalogue as the Markdown table of docs/errors.md."""
-    from idblocks_core.domain.errors import ERROR_CODES
-
     answered_by = {"function": "function", "gateway": "API Gateway", "both": "both"}
     rows = [
         "| code | status | answered by | retry helps? | meaning | what to do |",

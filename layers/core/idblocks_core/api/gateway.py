@@ -37,17 +37,13 @@ MAX_BODY_BYTES = 4096
 # otherwise build it all (or raise RecursionError far deeper).
 MAX_JSON_DEPTH = 200
 
-# Any route may be sent a body (too large, not JSON, with fields it does not
-# take), and every one reads or writes DynamoDB; next and batch allocate.
-ALWAYS_ERRORS = (
-    "payload_too_large",
-    "unsupported_media_type",
-    "invalid_json",
-    "invalid_body",
-    "service_unavailable",
+ALLOCATION_ERRORS = (
+    "counter_not_found",
+    "counter_exhausted",
+    "region_mismatch",
+    "request_in_progress",
+    "idempotency_key_reused",
 )
-ALLOCATION_ERRORS = ("counter_not_found", "counter_exhausted", "region_mismatch", "request_in_progress")
-ALLOCATION_ERRORS += ("idempotency_key_reused",)
 # As template.yaml authenticates: next and batch by ClientAuth, admin always SigV4.
 CLIENT_SECURITY: list[dict[str, list[str]]] = [{"sigv4": []}, {"api_key": []}, {}]
 ADMIN_SECURITY: list[dict[str, list[str]]] = [{"sigv4": []}]
@@ -70,6 +66,9 @@ class Field:
     maximum_from: str = ""
 
 
+Handler = Callable[["Request"], dict[str, Any]]
+
+
 @dataclass(frozen=True)
 class Route:
     """An operation. ``body`` names its body's schema (None: no body fields);
@@ -78,7 +77,7 @@ class Route:
 
     method: str
     resource: str
-    handler: Callable[[Request], dict[str, Any]]
+    handler: Handler
     summary: str
     fields: tuple[Field, ...]
     answers: tuple[Any, ...]
@@ -87,15 +86,12 @@ class Route:
     one_of: tuple[str, ...] = ()
 
 
-class Routes:
+class Routes(dict[tuple[str, str], Route]):
     """A function's routes, by (method, resource) as API Gateway names them."""
 
-    def __init__(self) -> None:
-        self.table: dict[tuple[str, str], Route] = {}
-
-    def route(self, method: str, resource: str, **declared: Any) -> Callable[[Callable], Callable]:
-        def register(handler: Callable[[Request], dict[str, Any]]) -> Callable[[Request], dict[str, Any]]:
-            self.table[(method, resource)] = Route(method, resource, handler, **declared)
+    def route(self, method: str, resource: str, **declared: Any) -> Callable[[Handler], Handler]:
+        def register(handler: Handler) -> Handler:
+            self[method, resource] = Route(method, resource, handler, **declared)
             return handler
 
         return register
@@ -115,7 +111,14 @@ class Request:
 
     @property
     def caller(self) -> str:
-        return caller_of(self.event)
+        """Who is calling, as API Gateway authenticated them: the IAM principal,
+        else the API key, else nobody in particular (ClientAuth NONE)."""
+        identity = (self.event.get("requestContext") or {}).get("identity") or {}
+        if identity.get("userArn"):
+            return f"iam:{identity['userArn']}"
+        if identity.get("apiKeyId"):
+            return f"apikey:{identity['apiKeyId']}"
+        return "anonymous"
 
 
 # -- reading a request -----------------------------------------------------------
@@ -130,13 +133,6 @@ def merged(single: dict[str, Any] | None, multi: dict[str, Any] | None, fold: Ca
     for name, given in (single or {}).items():
         values.setdefault(fold(name), [given])
     return values
-
-
-def _one(values: list[Any] | None) -> Any:
-    """A value given once; given twice it stays a list, which no check takes."""
-    if not values:
-        return None
-    return values[0] if len(values) == 1 else values
 
 
 # A query string's integer: ASCII digits (single underscores between), a sign,
@@ -242,31 +238,13 @@ def _read_body(text: str | None, route: Route) -> dict[str, Any]:
     return data
 
 
-def _read(route: Route, event: dict[str, Any], text: str | None, headers: dict[str, list[Any]]) -> dict:
-    path = event.get("pathParameters") or {}
-    body = _read_body(text, route)
-    query = merged(event.get("queryStringParameters"), event.get("multiValueQueryStringParameters"), str)
-    values = {}
-    for spec in route.fields:
-        if spec.where == "body":
-            value = body.get(spec.name)
-        elif spec.where == "path":
-            value = path[spec.name]
-        else:
-            value = _one((headers if spec.where == "header" else query).get(spec.name))
-            if spec.schema.get("type") == "integer":
-                value = _integer(value)
-        values[spec.name] = spec.default if value is None else value
-    return values
-
-
 def resolve(routes: Routes, event: dict[str, Any], context: Any) -> dict[str, Any]:
     """What every handler returns: the body's size, the route, the media type,
     the body, then the handler (whose use case checks every value)."""
     try:
         text = _body_text(event)
         method = str(event.get("httpMethod") or "").upper()
-        route = routes.table.get((method, str(event.get("resource"))))
+        route = routes.get((method, str(event.get("resource"))))
         path = event.get("pathParameters") or {}
         if route is None or not all(path.get(f.name) for f in route.fields if f.where == "path"):
             return error_response(404, "route_not_found", "no such route")
@@ -274,23 +252,35 @@ def resolve(routes: Routes, event: dict[str, Any], context: Any) -> dict[str, An
         media_types = {str(given).split(";")[0].strip().lower() for given in headers.get("content-type", [])}
         if (text or route.body is not None) and media_types - {JSON}:
             return error_response(415, "unsupported_media_type", "send the request body as application/json")
-        return route.handler(Request(event, context, method, _read(route, event, text, headers)))
+        body = _read_body(text, route)
+        query = merged(event.get("queryStringParameters"), event.get("multiValueQueryStringParameters"), str)
+        values = {}
+        for spec in route.fields:
+            if spec.where in ("header", "query"):
+                given = (headers if spec.where == "header" else query).get(spec.name) or [None]
+                value = given[0] if len(given) == 1 else given  # given twice: a list, which no check takes
+                if spec.schema.get("type") == "integer":
+                    value = _integer(value)
+            else:
+                value = (body if spec.where == "body" else path).get(spec.name)
+            values[spec.name] = spec.default if value is None else value
+        return route.handler(Request(event, context, method, values))
     except IdBlocksError as error:
-        return _on_domain_error(error)
+        status = status_of(error)
+        if status >= 500:
+            cause = error.__cause__
+            logger.warning(
+                "request failed",
+                error_code=error.code,
+                error=error.message,
+                cause=None if cause is None else repr(cause),
+            )
+        retry_after = getattr(error, "retry_after_seconds", None)
+        headers = {} if retry_after is None else {"Retry-After": str(retry_after)}
+        return error_response(status, error.code, error.message, headers)
     except Exception:  # noqa: BLE001 - the one place every other failure becomes a logged 500
         logger.exception("unexpected error")
         return error_response(500, "internal_error", "internal error; it has been logged")
-
-
-def caller_of(event: dict[str, Any]) -> str:
-    """Who is calling, as API Gateway authenticated them: the IAM principal,
-    else the API key, else nobody in particular (ClientAuth NONE)."""
-    identity = (event.get("requestContext") or {}).get("identity") or {}
-    if identity.get("userArn"):
-        return f"iam:{identity['userArn']}"
-    if identity.get("apiKeyId"):
-        return f"apikey:{identity['apiKeyId']}"
-    return "anonymous"
 
 
 # -- answering ---------------------------------------------------------------------
@@ -311,26 +301,7 @@ def json_response(status: int, body: Any, headers: dict[str, str] | None = None)
     return {"statusCode": status, "body": body, "isBase64Encoded": False, "multiValueHeaders": multi}
 
 
-def error_body(code: str, message: str) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message}}
-
-
 def error_response(
     status: int, code: str, message: str, headers: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    return json_response(status, error_body(code, message), headers)
-
-
-def _on_domain_error(error: IdBlocksError) -> dict[str, Any]:
-    status = status_of(error)
-    retry_after = getattr(error, "retry_after_seconds", None)
-    headers = {} if retry_after is None else {"Retry-After": str(retry_after)}
-    if status >= 500:
-        cause = error.__cause__
-        logger.warning(
-            "request failed",
-            error_code=error.code,
-            error=error.message,
-            cause=None if cause is None else repr(cause),
-        )
-    return error_response(status, error.code, error.message, headers)
+    return json_response(status, {"error": {"code": code, "message": message}}, headers)
