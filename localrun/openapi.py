@@ -1,12 +1,11 @@
 """The OpenAPI document of the whole API, built from the routes each function
-declares (its ``routes``, idblocks_core.api.gateway.Routes: method, resource,
-the fields of idblocks_core.api.fields, the answers) and from the error
-catalogue of idblocks_core.domain.errors; and that catalogue as the table of
-docs/errors.md. scripts/openapi.py prints them; the dev server serves the
-document.
+declares (idblocks_core.api.gateway.Routes, with the fields of
+idblocks_core.api.fields) and the error catalogue of
+idblocks_core.domain.errors; and that catalogue as docs/errors.md's table.
+scripts/openapi.py prints them; the dev server serves the document.
 
-Development time only: the response bodies are described by the pydantic
-models below, which no function imports."""
+Development time only: the pydantic models below, which no function imports,
+describe the response bodies."""
 
 from __future__ import annotations
 
@@ -136,25 +135,17 @@ def document(environment: Mapping[str, str] | None = None) -> dict:
             if get_next_off and (route.method, route.resource) == ("GET", "/counters/{name}/next"):
                 continue
             method = route.method.lower()
-            status, success, *errors = route.answers
             operation: dict[str, Any] = {
                 "operationId": re.sub(r"\W", "_", f"{route.handler.__name__}{route.resource}_{method}"),
                 "summary": route.summary,
                 "security": route.security,
-                "responses": _responses(
-                    status, success, [*(f.code for f in route.fields), *errors, *ALWAYS_ERRORS]
-                ),
+                "responses": _responses(route),
             }
             parameters = [
-                {
-                    "description": spec.description,
-                    "in": spec.where,
-                    "name": spec.name,
-                    "required": spec.required,
-                    "schema": _schema(spec, template.parameters),
-                }
-                for spec in route.fields
-                if spec.where != "body"
+                {"description": f.description, "in": f.where, "name": f.name, "required": f.required}
+                | {"schema": _schema(f, template.parameters)}
+                for f in route.fields
+                if f.where != "body"
             ]
             if parameters:
                 operation["parameters"] = parameters
@@ -213,17 +204,18 @@ def _body_schema(route: Any, parameters: Mapping[str, str]) -> dict:
     return schema
 
 
-def _responses(status: int, success: str | None, codes: list[str]) -> dict[str, Any]:
+def _responses(route: Any) -> dict[str, Any]:
     """The success and every error the operation can answer, grouped by
     status, each status listing its codes and what they mean
     (``x-error-codes`` holds them for machines); API Gateway's own answers
     (template.yaml's GatewayResponses) are added to every operation."""
+    status, success, *errors = route.answers
     responses: dict[str, Any] = {str(status): {"description": "Success."}}
     if success is not None:
         responses[str(status)]["content"] = {JSON: {"schema": {"$ref": f"#/components/schemas/{success}"}}}
-    by_status: dict[str, list[str]] = {}
     gateway = [entry.code for entry in ERROR_CODES.values() if entry.source in ("gateway", "both")]
-    for code in dict.fromkeys([*codes, *gateway]):
+    by_status: dict[str, list[str]] = {}
+    for code in dict.fromkeys([*(f.code for f in route.fields), *errors, *ALWAYS_ERRORS, *gateway]):
         if isinstance(ERROR_CODES[code].status, int):
             by_status.setdefault(str(ERROR_CODES[code].status), []).append(code)
     for error_status, listed in sorted(by_status.items()):
@@ -241,10 +233,9 @@ def errors_table() -> str:
     rows = [
         "| code | status | answered by | retry helps? | meaning | what to do |",
         "|---|---|---|---|---|---|",
+        *(
+            f"| `{e.code}` | {e.status} | {answered_by[e.source]} | {e.retry} | {e.meaning} | {e.action} |"
+            for e in sorted(ERROR_CODES.values(), key=lambda e: (str(e.status), e.code))
+        ),
     ]
-    for entry in sorted(ERROR_CODES.values(), key=lambda e: (str(e.status), e.code)):
-        rows.append(
-            f"| `{entry.code}` | {entry.status} | {answered_by[entry.source]} | {entry.retry} "
-            f"| {entry.meaning} | {entry.action} |"
-        )
     return "\n".join(rows) + "\n"

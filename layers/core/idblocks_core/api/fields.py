@@ -1,11 +1,8 @@
-"""Every value a request carries, declared once: where it comes from, the
-error code a bad value gets and what the OpenAPI document says it takes.
-
-Whether a value is valid is decided once, by the use case, with the domain's
-checks (domain/rules.py), which word every refusal; the schemas here are
-built from the same rules' constants, and tests/unit/test_fields.py holds
-each schema to its check's answers, value by value.
-"""
+"""Every value a request carries, declared once: where it comes from and
+what the OpenAPI document says it takes. The use case's domain checks
+(domain/rules.py) decide and word every refusal; the schemas are built from
+the same rules' constants, and tests/unit/test_fields.py holds each schema
+to its check's answers, value by value."""
 
 from __future__ import annotations
 
@@ -25,50 +22,36 @@ def _integer(low: int, high: int) -> dict[str, object]:
 
 _NAME = {"type": "string", "pattern": NAME_PATTERN, "minLength": 1, "maxLength": 128}
 
-NAME = Field("name", "path", "invalid_name", _NAME, "Counter name.", required=True)
+NAME = Field("name", "path", _NAME, "Counter name.", required=True)
 IDEMPOTENCY_KEY = Field(
     "idempotency-key",
     "header",
-    "invalid_idempotency_key",
     {"type": "string", "pattern": IDEMPOTENCY_KEY_PATTERN},
     "Makes the request safe to retry: the same caller, counter, key and count get the "
     "identical response for the key's lifetime (IdempotencyTtlSeconds).",
 )
-LIMIT = Field("limit", "query", "invalid_limit", _integer(1, LIST_LIMIT_MAX), "Page size.", default=100)
-CURSOR = Field(
-    "cursor", "query", "invalid_cursor", {"type": "string", "maxLength": 512}, "From the previous page."
-)
+LIMIT = Field("limit", "query", _integer(1, LIST_LIMIT_MAX), "Page size.", default=100)
+CURSOR = Field("cursor", "query", {"type": "string", "maxLength": 512}, "From the previous page.")
 
 COUNT = Field(
     "count",
     "body",
-    "invalid_count",
     _integer(1, LIMIT_MAX_ID),
     "How many IDs; at most the deployment's MaxBatchSize (its default is the maximum shown).",
     required=True,
     maximum_from="MaxBatchSize",
 )
-NEW_NAME = Field(
-    "name", "body", "invalid_name", _NAME, "1-128 of A-Z a-z 0-9 _ . -, not . or ..", required=True
-)
+NEW_NAME = Field("name", "body", _NAME, "1-128 of A-Z a-z 0-9 _ . -, not . or ..", required=True)
 START = Field(
     "start",
     "body",
-    "invalid_start",
     _integer(1, LIMIT_MAX_ID),
     "First ID to hand out; not above max. Default 1, or right after a deleted counter's last ID.",
 )
-MAX = Field(
-    "max",
-    "body",
-    "invalid_max",
-    _integer(1, LIMIT_MAX_ID),
-    "Last ID the counter may hand out. Default 2^53-1.",
-)
+MAX = Field("max", "body", _integer(1, LIMIT_MAX_ID), "Last ID the counter may hand out. Default 2^53-1.")
 CACHE = Field(
     "cache",
     "body",
-    "invalid_cache",
     _integer(1, CACHE_MAX),
     "How many IDs each function environment takes at a time for next, and serves from memory: "
     "one write per that many IDs. 1 (the default) is a write per ID. Above 1, IDs from next are "
@@ -77,7 +60,6 @@ CACHE = Field(
 NEXT = Field(
     "next",
     "body",
-    "invalid_next",
     _integer(1, LIMIT_MAX_ID + 1),
     "The next ID to hand out; may only move forward, and at most max + 1. A body gives next, cache or both.",
 )

@@ -16,7 +16,6 @@ ID served from a cache is an ID handed out twice.
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import re
 from collections.abc import Callable
@@ -52,18 +51,21 @@ ADMIN_SECURITY: list[dict[str, list[str]]] = [{"sigv4": []}]
 @dataclass(frozen=True)
 class Field:
     """A value a route reads: ``name`` as the request spells it (a header's in
-    lower case), ``where`` it comes from, ``code`` the error a bad value gets
-    (the domain's check words it), ``schema`` what the document says it
+    lower case), ``where`` it comes from, ``schema`` what the document says it
     takes; ``maximum_from``: the template parameter whose default is its maximum."""
 
     name: str
     where: str
-    code: str
     schema: dict[str, Any]
     description: str
     required: bool = False
     default: Any = None
     maximum_from: str = ""
+
+    @property
+    def code(self) -> str:
+        """The error a bad value gets (the domain's check words it)."""
+        return "invalid_" + self.name.replace("-", "_")
 
 
 Handler = Callable[["Request"], dict[str, Any]]
@@ -121,9 +123,6 @@ class Request:
         return "anonymous"
 
 
-# -- reading a request -----------------------------------------------------------
-
-
 def merged(single: dict[str, Any] | None, multi: dict[str, Any] | None, fold: Callable[[str], str]) -> dict:
     """Every value of each name: API Gateway puts all in the multi-value map,
     the last in the other; names folded by ``fold`` (lower case for headers)."""
@@ -152,24 +151,21 @@ def _body_text(event: dict[str, Any]) -> str | None:
     body = event.get("body")
     if not body:
         return body
+    encoded = event.get("isBase64Encoded")
     try:
-        raw = (
-            base64.b64decode(str(body))
-            if event.get("isBase64Encoded")
-            else str(body).encode(errors="surrogatepass")
-        )
+        raw = base64.b64decode(str(body)) if encoded else str(body).encode(errors="surrogatepass")
         if len(raw) > MAX_BODY_BYTES:
             raise InvalidInput("payload_too_large", f"request body is larger than {MAX_BODY_BYTES} bytes")
-        return raw.decode() if event.get("isBase64Encoded") else str(body)
-    except (binascii.Error, ValueError):
+        return raw.decode() if encoded else str(body)
+    except ValueError:  # not base64 (binascii.Error), or not UTF-8
         raise InvalidInput("invalid_body", "request body is not UTF-8 text") from None
 
 
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     data = dict(pairs)
     if len(data) < len(pairs):
-        seen: set[str] = set()
-        twice = next(key for key, _ in pairs if key in seen or seen.add(key))  # type: ignore[func-returns-value]
+        keys = [key for key, _ in pairs]
+        twice = next(key for i, key in enumerate(keys) if key in keys[:i])
         raise InvalidInput("invalid_body", f"request body gives the key '{twice}' twice")
     return data
 
@@ -194,24 +190,17 @@ def _not_json(constant: str) -> Any:
 _BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.DOTALL)
 
 
-def _too_deep(text: str) -> bool:
-    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
-        return False
-    depth = 0
-    for token in _BRACKETS.finditer(text):
-        char = token.group()[0]
-        depth += 1 if char in "[{" else -1 if char in "]}" else 0
-        if depth > MAX_JSON_DEPTH:
-            return True
-    return False
-
-
 def parse_body(text: str) -> Any:
     """The body as JSON: nesting past MAX_JSON_DEPTH refused before parsing, a
     key given twice (at any depth) refused naming it; lone surrogates (no UTF-8
     text carries one), NaN and Infinity are not JSON."""
-    if _too_deep(text):
-        raise InvalidInput("invalid_body", "request body is nested too deeply")
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH:  # else it cannot be nested that deep
+        depth = 0
+        for token in _BRACKETS.finditer(text):
+            char = token.group()[0]
+            depth += 1 if char in "[{" else -1 if char in "]}" else 0
+            if depth > MAX_JSON_DEPTH:
+                raise InvalidInput("invalid_body", "request body is nested too deeply")
     try:
         data = json.loads(text, object_pairs_hook=_object, parse_float=_number, parse_constant=_not_json)
         json.dumps(data, ensure_ascii=False).encode()
@@ -283,9 +272,6 @@ def resolve(routes: Routes, event: dict[str, Any], context: Any) -> dict[str, An
         return error_response(500, "internal_error", "internal error; it has been logged")
 
 
-# -- answering ---------------------------------------------------------------------
-
-
 def status_of(error: IdBlocksError) -> int:
     """The catalogue's status for the error's code; a code missing from it is a bug."""
     entry = ERROR_CODES.get(error.code)
@@ -301,7 +287,5 @@ def json_response(status: int, body: Any, headers: dict[str, str] | None = None)
     return {"statusCode": status, "body": body, "isBase64Encoded": False, "multiValueHeaders": multi}
 
 
-def error_response(
-    status: int, code: str, message: str, headers: dict[str, str] | None = None
-) -> dict[str, Any]:
+def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> dict:
     return json_response(status, {"error": {"code": code, "message": message}}, headers)
