@@ -164,7 +164,7 @@ def _run(args: argparse.Namespace, stopper: _Stopper) -> None:
         environment = function_environment(template, TABLE_NAMES, tables.endpoint, tables.credentials)
         runner = build_runner(template, environment, tables.save, args.metrics)
         stopper.check()
-        api, server = start_server(args, template, runner, environment)
+        api, server = start_server(args, template, runner)
         tables.save()  # a fresh start replaces the old state only once the server is up
         url = f"http://{_url_host(args.host)}:{server.server_port}"
         if lock is not None:
@@ -316,15 +316,13 @@ def build_runner(
     return runner
 
 
-def start_server(
-    args: argparse.Namespace, template: Template, runner: Any, environment: Mapping[str, str]
-) -> tuple[Any, Any]:
+def start_server(args: argparse.Namespace, template: Template, runner: Any) -> tuple[Any, Any]:
     """The API as SAM CLI reads it from the template, listening; returns it and the server."""
     from devserver.server import create_app, load_api, serve
     from localrun.openapi import document
 
     api = load_api(template.path, template.parameters)
-    app = create_app(api, runner, document(environment))
+    app = create_app(api, runner, document())  # for the environment build_runner installed
     try:
         return api, serve(app, args.host, args.port)
     except OSError as exc:

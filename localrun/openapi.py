@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -119,12 +118,11 @@ class ErrorBody(BaseModel):
 RESPONSE_MODELS = (NextResult, BatchResult, CounterState, CounterPage, ErrorBody)
 
 
-def document(environment: Mapping[str, str] | None = None) -> dict:
-    """The document for functions running with ``environment`` (os.environ
-    by default): GET next is off under AllowGetNext=false."""
+def document() -> dict:
+    """The document for the functions as os.environ configures them: GET next
+    is off under AllowGetNext=false."""
     template = default_template()
-    environment = os.environ if environment is None else environment
-    get_next_off = environment.get("ALLOW_GET_NEXT", "true") == "false"
+    get_next_off = os.environ.get("ALLOW_GET_NEXT", "true") == "false"
     _, definitions = models_json_schema(
         [(model, "serialization") for model in RESPONSE_MODELS], ref_template="#/components/schemas/{model}"
     )
@@ -157,14 +155,9 @@ def document(environment: Mapping[str, str] | None = None) -> dict:
                 operation["requestBody"] = {"content": {JSON: {"schema": NO_BODY}}, "required": False}
             paths.setdefault(route.resource, {})[method] = operation
     catalogue = {
-        code: {
-            "status": entry.status,
-            "meaning": entry.meaning,
-            "retry": entry.retry,
-            "action": entry.action,
-            "answered_by": ANSWERED_BY[entry.source],
-        }
-        for code, entry in ERROR_CODES.items()
+        code: {"status": e.status, "meaning": e.meaning, "retry": e.retry, "action": e.action}
+        | {"answered_by": ANSWERED_BY[e.source]}
+        for code, e in ERROR_CODES.items()
     }
     return {
         "openapi": "3.1.0",
@@ -176,7 +169,7 @@ def document(environment: Mapping[str, str] | None = None) -> dict:
     }
 
 
-def _schema(spec: Any, parameters: Mapping[str, str]) -> dict[str, Any]:
+def _schema(spec: Any, parameters: dict[str, str]) -> dict[str, Any]:
     """A field's schema as shown: its maximum from the template's default where
     the deployment sets it; an optional field without a default may be null
     (the use case then takes its default)."""
@@ -188,7 +181,7 @@ def _schema(spec: Any, parameters: Mapping[str, str]) -> dict[str, Any]:
     return schema | {"description": spec.description, "title": spec.name.title()}
 
 
-def _body_schema(route: Any, parameters: Mapping[str, str]) -> dict:
+def _body_schema(route: Any, parameters: dict[str, str]) -> dict:
     fields = [spec for spec in route.fields if spec.where == "body"]
     schema: dict[str, Any] = {
         "additionalProperties": False,
@@ -198,8 +191,7 @@ def _body_schema(route: Any, parameters: Mapping[str, str]) -> dict:
     }
     if required := [spec.name for spec in fields if spec.required]:
         schema["required"] = required
-    if route.one_of:
-        # at least one of them, and not null: {} or all nulls is refused
+    if route.one_of:  # at least one of them, and not null: {} or all nulls is refused
         schema["anyOf"] = [{"required": [n], "properties": {n: {"type": "integer"}}} for n in route.one_of]
     return schema
 

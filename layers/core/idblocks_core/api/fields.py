@@ -7,36 +7,31 @@ to its check's answers, value by value."""
 from __future__ import annotations
 
 from idblocks_core.api.gateway import Field
-from idblocks_core.domain.rules import (
-    CACHE_MAX,
-    IDEMPOTENCY_KEY_PATTERN,
-    LIMIT_MAX_ID,
-    LIST_LIMIT_MAX,
-    NAME_PATTERN,
-)
+from idblocks_core.domain import rules
 
 
 def _integer(low: int, high: int) -> dict[str, object]:
     return {"type": "integer", "minimum": low, "maximum": high}
 
 
-_NAME = {"type": "string", "pattern": NAME_PATTERN, "minLength": 1, "maxLength": 128}
+_NAME = {"type": "string", "pattern": rules.NAME_PATTERN, "minLength": 1, "maxLength": 128}
+_ID = _integer(1, rules.LIMIT_MAX_ID)
 
 NAME = Field("name", "path", _NAME, "Counter name.", required=True)
 IDEMPOTENCY_KEY = Field(
     "idempotency-key",
     "header",
-    {"type": "string", "pattern": IDEMPOTENCY_KEY_PATTERN},
+    {"type": "string", "pattern": rules.IDEMPOTENCY_KEY_PATTERN},
     "Makes the request safe to retry: the same caller, counter, key and count get the "
     "identical response for the key's lifetime (IdempotencyTtlSeconds).",
 )
-LIMIT = Field("limit", "query", _integer(1, LIST_LIMIT_MAX), "Page size.", default=100)
+LIMIT = Field("limit", "query", _integer(1, rules.LIST_LIMIT_MAX), "Page size.", default=100)
 CURSOR = Field("cursor", "query", {"type": "string", "maxLength": 512}, "From the previous page.")
 
 COUNT = Field(
     "count",
     "body",
-    _integer(1, LIMIT_MAX_ID),
+    _ID,
     "How many IDs; at most the deployment's MaxBatchSize (its default is the maximum shown).",
     required=True,
     maximum_from="MaxBatchSize",
@@ -45,14 +40,14 @@ NEW_NAME = Field("name", "body", _NAME, "1-128 of A-Z a-z 0-9 _ . -, not . or ..
 START = Field(
     "start",
     "body",
-    _integer(1, LIMIT_MAX_ID),
+    _ID,
     "First ID to hand out; not above max. Default 1, or right after a deleted counter's last ID.",
 )
-MAX = Field("max", "body", _integer(1, LIMIT_MAX_ID), "Last ID the counter may hand out. Default 2^53-1.")
+MAX = Field("max", "body", _ID, "Last ID the counter may hand out. Default 2^53-1.")
 CACHE = Field(
     "cache",
     "body",
-    _integer(1, CACHE_MAX),
+    _integer(1, rules.CACHE_MAX),
     "How many IDs each function environment takes at a time for next, and serves from memory: "
     "one write per that many IDs. 1 (the default) is a write per ID. Above 1, IDs from next are "
     "unique but increase only per environment, and unused cached IDs become gaps (docs/guarantees.md).",
@@ -60,6 +55,6 @@ CACHE = Field(
 NEXT = Field(
     "next",
     "body",
-    _integer(1, LIMIT_MAX_ID + 1),
+    _integer(1, rules.LIMIT_MAX_ID + 1),
     "The next ID to hand out; may only move forward, and at most max + 1. A body gives next, cache or both.",
 )

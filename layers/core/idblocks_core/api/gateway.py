@@ -1,17 +1,15 @@
-"""HTTP as API Gateway's REST proxy integration hands a request over and
-takes the answer back, for the three functions.
+"""HTTP for the three functions, as API Gateway's REST proxy integration
+hands a request over and takes the answer back.
 
-API Gateway has matched the route before a function runs: ``httpMethod``
-and ``resource`` pick the handler, ``pathParameters`` carry the name;
-``path``, which carries a custom domain's base path, is never read. Each
-request is read one way: one case-insensitive view of ``headers`` and
+API Gateway has matched the route before a function runs: ``httpMethod`` and
+``resource`` pick the handler, ``pathParameters`` carry the name (``path``,
+which carries a custom domain's base path, is never read). Each request is
+read one way: one case-insensitive view of ``headers`` and
 ``multiValueHeaders``, one parse of the body, refusing a key given twice (a
-proxy may read the first value, json.loads keeps the last). Whether a value
-is valid is decided once, by the use case's domain rules; the declarations
-here say where each value comes from, and the OpenAPI document is built from
-them (localrun/openapi.py). Every answer is ``Cache-Control: no-store``: an
-ID served from a cache is an ID handed out twice.
-"""
+proxy may read the first value, json.loads keeps the last). The use case's
+domain rules check every value; the declarations here say where each comes
+from, for the OpenAPI document (localrun/openapi.py). Every answer is
+``Cache-Control: no-store``: an ID served from a cache is handed out twice."""
 
 from __future__ import annotations
 
@@ -36,6 +34,7 @@ MAX_BODY_BYTES = 4096
 # otherwise build it all (or raise RecursionError far deeper).
 MAX_JSON_DEPTH = 200
 
+# What next and batch can answer as they allocate, besides their fields' codes.
 ALLOCATION_ERRORS = (
     "counter_not_found",
     "counter_exhausted",
@@ -46,6 +45,8 @@ ALLOCATION_ERRORS = (
 # As template.yaml authenticates: next and batch by ClientAuth, admin always SigV4.
 CLIENT_SECURITY: list[dict[str, list[str]]] = [{"sigv4": []}, {"api_key": []}, {}]
 ADMIN_SECURITY: list[dict[str, list[str]]] = [{"sigv4": []}]
+
+Handler = Callable[["Request"], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -66,9 +67,6 @@ class Field:
     def code(self) -> str:
         """The error a bad value gets (the domain's check words it)."""
         return "invalid_" + self.name.replace("-", "_")
-
-
-Handler = Callable[["Request"], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -257,13 +255,8 @@ def resolve(routes: Routes, event: dict[str, Any], context: Any) -> dict[str, An
     except IdBlocksError as error:
         status = status_of(error)
         if status >= 500:
-            cause = error.__cause__
-            logger.warning(
-                "request failed",
-                error_code=error.code,
-                error=error.message,
-                cause=None if cause is None else repr(cause),
-            )
+            cause = None if error.__cause__ is None else repr(error.__cause__)
+            logger.warning("request failed", error_code=error.code, error=error.message, cause=cause)
         retry_after = getattr(error, "retry_after_seconds", None)
         headers = {} if retry_after is None else {"Retry-After": str(retry_after)}
         return error_response(status, error.code, error.message, headers)
