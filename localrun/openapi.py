@@ -1,8 +1,7 @@
 """The OpenAPI document of the whole API, built from the routes each function
-declares (idblocks_core.api.gateway.Routes, with the fields of
-idblocks_core.api.fields) and the error catalogue of
-idblocks_core.domain.errors; and that catalogue as docs/errors.md's table.
-scripts/openapi.py prints them; the dev server serves the document.
+declares (idblocks_core.api) and the error catalogue of
+idblocks_core.domain.errors, and that catalogue as docs/errors.md's table:
+scripts/openapi.py prints them, the dev server serves the document.
 
 Development time only: the pydantic models below, which no function imports,
 describe the response bodies."""
@@ -51,8 +50,7 @@ SECURITY_SCHEMES = {
         ("api_key", "x-api-key", "API key (ClientAuth API_KEY)"),
     ]
 }
-# Any route may be sent a body (too large, not JSON, with fields it does not
-# take), and every one reads or writes DynamoDB.
+# Any route may be sent a bad body, and every one reads or writes DynamoDB.
 ALWAYS_ERRORS = (
     "payload_too_large",
     "unsupported_media_type",
@@ -154,18 +152,17 @@ def document() -> dict:
             elif method in ("post", "put"):
                 operation["requestBody"] = {"content": {JSON: {"schema": NO_BODY}}, "required": False}
             paths.setdefault(route.resource, {})[method] = operation
-    catalogue = {
-        code: {"status": e.status, "meaning": e.meaning, "retry": e.retry, "action": e.action}
-        | {"answered_by": ANSWERED_BY[e.source]}
-        for code, e in ERROR_CODES.items()
-    }
     return {
         "openapi": "3.1.0",
         "info": {"title": "idblocks", "version": "1.0.0", "description": DESCRIPTION},
         "servers": [{"url": "/"}],
         "paths": paths,
         "components": {"schemas": dict(sorted(schemas.items())), "securitySchemes": SECURITY_SCHEMES},
-        "x-error-codes": catalogue,
+        "x-error-codes": {
+            code: {"status": e.status, "meaning": e.meaning, "retry": e.retry, "action": e.action}
+            | {"answered_by": ANSWERED_BY[e.source]}
+            for code, e in ERROR_CODES.items()
+        },
     }
 
 
@@ -197,10 +194,9 @@ def _body_schema(route: Any, parameters: dict[str, str]) -> dict:
 
 
 def _responses(route: Any) -> dict[str, Any]:
-    """The success and every error the operation can answer, grouped by
-    status, each status listing its codes and what they mean
-    (``x-error-codes`` holds them for machines); API Gateway's own answers
-    (template.yaml's GatewayResponses) are added to every operation."""
+    """The success and every error the operation can answer, grouped by status
+    with what each code means (``x-error-codes`` lists them for machines); API
+    Gateway's own answers (template.yaml's GatewayResponses) are included."""
     status, success, *errors = route.answers
     responses: dict[str, Any] = {str(status): {"description": "Success."}}
     if success is not None:

@@ -34,7 +34,6 @@ MAX_BODY_BYTES = 4096
 # otherwise build it all (or raise RecursionError far deeper).
 MAX_JSON_DEPTH = 200
 
-# What next and batch can answer as they allocate, besides their fields' codes.
 ALLOCATION_ERRORS = (
     "counter_not_found",
     "counter_exhausted",
@@ -175,9 +174,8 @@ def _number(text: str) -> int | float:
     from decimal import Decimal  # paid only by a body with a fraction or an exponent
 
     value = Decimal(text)
-    if value.adjusted() <= 20 and value == value.to_integral_value():
-        return int(value)
-    return float(text)
+    whole = value.adjusted() <= 20 and value == value.to_integral_value()
+    return int(value) if whole else float(text)
 
 
 def _not_json(constant: str) -> Any:
@@ -239,17 +237,16 @@ def resolve(routes: Routes, event: dict[str, Any], context: Any) -> dict[str, An
         media_types = {str(given).split(";")[0].strip().lower() for given in headers.get("content-type", [])}
         if (text or route.body is not None) and media_types - {JSON}:
             return error_response(415, "unsupported_media_type", "send the request body as application/json")
-        body = _read_body(text, route)
         query = merged(event.get("queryStringParameters"), event.get("multiValueQueryStringParameters"), str)
+        sources = {"path": path, "body": _read_body(text, route), "header": headers, "query": query}
         values = {}
         for spec in route.fields:
-            if spec.where in ("header", "query"):
-                given = (headers if spec.where == "header" else query).get(spec.name) or [None]
+            value = sources[spec.where].get(spec.name)
+            if spec.where in ("header", "query"):  # every value given, in a list
+                given = value or [None]
                 value = given[0] if len(given) == 1 else given  # given twice: a list, which no check takes
                 if spec.schema.get("type") == "integer":
                     value = _integer(value)
-            else:
-                value = (body if spec.where == "body" else path).get(spec.name)
             values[spec.name] = spec.default if value is None else value
         return route.handler(Request(event, context, method, values))
     except IdBlocksError as error:
