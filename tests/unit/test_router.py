@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from idblocks_core.domain.rules import LIST_LIMIT_MAX
 from localrun.invoke import LocalContext, load_handler
 from tests.support.api import load_event
 
@@ -164,6 +165,21 @@ def test_the_page_size_is_read_as_the_documented_integer(api, existing, limit):
 def test_a_page_size_that_is_not_an_integer_is_refused(api, limit):
     reply = api.call("admin-list", query={"limit": limit})
     assert (reply.status, reply.error_code) == (400, "invalid_limit")
+
+
+@pytest.mark.parametrize("digits", [4_300, 4_301, 5_000])
+def test_a_page_size_too_long_for_int_is_refused_not_a_500(api, capsys, digits):
+    """int() reads no text of more than 4,300 digits (CPython's limit), and a
+    query string is not held to the body's size limit: such a page size was a
+    500 internal_error with a traceback in the log."""
+    # Given a page size of thousands of digits
+    capsys.readouterr()
+    # When the list is asked for with it
+    reply = api.call("admin-list", query={"limit": "9" * digits})
+    # Then it is refused like any page size out of range, and nothing was logged as a crash
+    assert (reply.status, reply.error_code) == (400, "invalid_limit")
+    assert reply.body["error"]["message"] == f"limit must be an integer from 1 to {LIST_LIMIT_MAX}"
+    assert "Traceback" not in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("text", ['"\\ud800"', '"\\udc00x"', '"a\\ud83d"'])
