@@ -2,7 +2,7 @@
 
 Each error carries a stable machine-readable ``code``. ``ERROR_CODES`` says,
 for each code, its HTTP status, what it means, whether a retry can help and
-what the caller should do; ``idblocks_core.api.resolver`` takes statuses from it,
+what the caller should do; ``idblocks_core.api.gateway`` takes statuses from it,
 docs/errors.md and the OpenAPI document are checked against it
 (tests/infra/test_error_catalogue.py), and template.yaml's GatewayResponses answer
 with its gateway codes."""
