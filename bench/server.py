@@ -58,7 +58,7 @@ from localrun.template import ROOT, default_template
 BUILD = ROOT / ".aws-sam" / "build"
 ROUNDS = 9
 WARM_CALLS = 2000
-WARM_ROUNDS = 3
+WARM_ROUNDS = 5
 FUNCTIONS = {"next": "NextFunction", "batch": "BatchFunction", "admin": "AdminFunction"}
 EVENTS = {"next": "next-post", "batch": "batch", "admin": "admin-get"}
 
