@@ -25,11 +25,11 @@ Warm overhead: one interpreter, the handler already loaded, invoked many
 times with DynamoDB stubbed; the median time per invocation is all handler.
 Beside it, in alternating rounds, a bare handler makes the same stubbed call
 with a plain boto3 client and returns JSON: each route's warm ratio is its
-time over the bare handler's. Each route is measured twice in those rounds:
-as deployed (tracing on) and with tracing off (POWERTOOLS_TRACE_DISABLED,
-as the Tracing parameter's PassThrough sets it), the bare handler tracing
-nothing; both ratios are reported (``warm_ratio_*`` and
-``warm_ratio_*_tracing_off``).
+time over the bare handler's. Each route is measured three ways in those
+rounds: tracing on with every request sampled, tracing on with the request
+not sampled, and tracing off (POWERTOOLS_TRACE_DISABLED, as the Tracing
+parameter's PassThrough sets it), the bare handler tracing nothing; with the
+mix X-Ray's default sampling rule makes of the first two (warm_overheads).
 
 Writes bench/results/server.json.
 """
@@ -49,6 +49,7 @@ from io import BytesIO
 from pathlib import Path
 
 from bench.common import machine_facts, write_results
+from bench.cost import XRAY_FIXED_RATE
 from bench.lambda_child import BREAKDOWN
 from localrun.environment import AWS_PREFIXES, scrubbed_environment
 from localrun.tables import TABLE_NAMES
@@ -57,7 +58,7 @@ from localrun.template import ROOT, default_template
 BUILD = ROOT / ".aws-sam" / "build"
 ROUNDS = 9
 WARM_CALLS = 2000
-WARM_ROUNDS = 3
+WARM_ROUNDS = 5
 FUNCTIONS = {"next": "NextFunction", "batch": "BatchFunction", "admin": "AdminFunction"}
 EVENTS = {"next": "next-post", "batch": "batch", "admin": "admin-get"}
 
@@ -233,31 +234,41 @@ def layer_size_effect(layer: Path) -> dict[str, float]:
 
 # The Tracing parameter set to PassThrough, as template.yaml turns tracing off.
 TRACING_OFF = {"POWERTOOLS_TRACE_DISABLED": "true"}
+# Tracing on, and the request not sampled: what X-Ray's default rule makes of
+# all but the first request a second and 5 % of the rest.
+UNSAMPLED = {"_X_AMZN_TRACE_ID": "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=0"}
+# Each route's variants, measured in the same rounds, by result-name suffix.
+WARM_VARIANTS = {"": None, "_unsampled": UNSAMPLED, "_tracing_off": TRACING_OFF}
 
 
 def warm_overheads(layer: Path) -> dict[str, float]:
     """Each route's median warm invocation beside a bare handler's making the
     same stubbed DynamoDB call (bench/lambda_child.py, bare_handler), in
     alternating rounds: the ratio says what the handler adds to the call it
-    cannot avoid, whatever the machine. The route is measured as deployed by
-    default (tracing on: an X-Ray subsegment for the handler and one for the
-    DynamoDB call, each sent by UDP) and, in the same rounds, with tracing
-    off: the bare handler traces nothing, so the second ratio is the one
-    that compares like with like, the first what a traced deployment pays."""
+    cannot avoid, whatever the machine. The route is measured with tracing on
+    and every request sampled (``warm_ratio_*``: an X-Ray subsegment for the
+    handler and one for the DynamoDB call, each sent by UDP), with tracing on
+    and the request not sampled (``*_unsampled``), and with tracing off
+    (``*_tracing_off``, like with like: the bare handler traces nothing).
+    ``*_default_sampling`` is what a deployment with Tracing Active pays per
+    request on average under X-Ray's default rule at rates well above one
+    request a second: 5 % of requests sampled (bench/cost.py's rate)."""
     results: dict[str, float] = {}
     for route, logical_id in FUNCTIONS.items():
         fn = BUILD / logical_id
         event = str(ROOT / "events" / f"{EVENTS[route]}.json")
         ours_args = ["warm", str(fn), str(layer), route, event, str(WARM_CALLS)]
-        ours, untraced, bare = [], [], []
+        times: dict[str, list[float]] = {suffix: [] for suffix in WARM_VARIANTS}
+        bare = []
         for _ in range(WARM_ROUNDS):
             bare.append(run(["bare", str(layer), route, event, str(WARM_CALLS)], fn))
-            ours.append(run(ours_args, fn))
-            untraced.append(run(ours_args, fn, TRACING_OFF))
+            for suffix, env in WARM_VARIANTS.items():
+                times[suffix].append(run(ours_args, fn, env))
         bare_ms = statistics.median(bare) * 1000
         results[f"warm_bare_ms_{route}"] = round(bare_ms, 3)
-        for suffix, times in (("", ours), ("_tracing_off", untraced)):
-            ours_ms = statistics.median(times) * 1000
+        ours = {suffix: statistics.median(measured) * 1000 for suffix, measured in times.items()}
+        ours["_default_sampling"] = XRAY_FIXED_RATE * ours[""] + (1 - XRAY_FIXED_RATE) * ours["_unsampled"]
+        for suffix, ours_ms in ours.items():
             results[f"warm_overhead_ms_{route}{suffix}"] = round(ours_ms, 3)
             results[f"warm_ratio_{route}{suffix}"] = round(ours_ms / bare_ms, 3)
     return results

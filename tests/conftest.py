@@ -42,6 +42,28 @@ def reset_core_caches() -> None:
     reset_core()
 
 
+@pytest.fixture(scope="session")
+def deployed_boto_config() -> Any:
+    """The store's client configuration as deployed, before the tests' change below."""
+    from idblocks_core.dal import counter_store
+
+    return counter_store.BOTO_CONFIG
+
+
+@pytest.fixture(scope="session", autouse=True)
+def requests_checked_against_the_model(deployed_boto_config: Any) -> Iterator[None]:
+    """Deployed, the store's client skips botocore's check of each request
+    against DynamoDB's model (counter_store.BOTO_CONFIG says why); in the
+    tests it is on, so every request shape the store sends is checked."""
+    from botocore.config import Config
+
+    from idblocks_core.dal import counter_store
+
+    counter_store.BOTO_CONFIG = deployed_boto_config.merge(Config(parameter_validation=True))
+    yield
+    counter_store.BOTO_CONFIG = deployed_boto_config
+
+
 @pytest.fixture(autouse=True)
 def every_sequence_closed() -> Iterator[None]:
     """Every Sequence a test made is closed when the test ends, passed or

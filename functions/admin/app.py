@@ -1,12 +1,10 @@
 """/admin/counters: create, list, read, move forward and delete counters.
 Always behind AWS_IAM (see template.yaml)."""
 
-from aws_lambda_powertools.logging import correlation_paths
-
 from idblocks_core.api import gateway as http
 from idblocks_core.api.fields import CACHE, CURSOR, LIMIT, MAX, NAME, NEW_NAME, NEXT, START
 from idblocks_core.core import core, invocation_deadline
-from idblocks_core.observability import logger, tracer
+from idblocks_core.observability import lambda_entry
 
 routes = http.Routes()
 ADMIN = {"security": http.ADMIN_SECURITY}
@@ -81,8 +79,7 @@ def delete_counter(request: http.Request) -> dict:
     return http.json_response(204, None)
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
-@tracer.capture_lambda_handler
+@lambda_entry(flushes_metrics=False)
 def lambda_handler(event: dict, context) -> dict:
     with invocation_deadline(context):
         return http.resolve(routes, event, context)

@@ -1,11 +1,9 @@
 """POST /counters/{name}/batch: hand out a block of IDs, [start, end]."""
 
-from aws_lambda_powertools.logging import correlation_paths
-
 from idblocks_core.api import gateway as http
 from idblocks_core.api.fields import COUNT, IDEMPOTENCY_KEY, NAME
 from idblocks_core.core import core, invocation_deadline
-from idblocks_core.observability import logger, metrics, tracer
+from idblocks_core.observability import lambda_entry
 
 routes = http.Routes()
 
@@ -35,9 +33,7 @@ def batch(request: http.Request) -> dict:
     )
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@lambda_entry(flushes_metrics=True)
 def lambda_handler(event: dict, context) -> dict:
     with invocation_deadline(context):
         return http.resolve(routes, event, context)

@@ -1,11 +1,9 @@
 """POST|GET /counters/{name}/next: hand out one ID."""
 
-from aws_lambda_powertools.logging import correlation_paths
-
 from idblocks_core.api import gateway as http
 from idblocks_core.api.fields import IDEMPOTENCY_KEY, NAME
 from idblocks_core.core import core, invocation_deadline
-from idblocks_core.observability import logger, metrics, tracer
+from idblocks_core.observability import lambda_entry
 
 routes = http.Routes()
 SUMMARY = "Hand out the next ID of a counter"
@@ -41,9 +39,7 @@ def next_id(request: http.Request) -> dict:
     return http.json_response(200, {"counter": name, "id": block.start})
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST)
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@lambda_entry(flushes_metrics=True)
 def lambda_handler(event: dict, context) -> dict:
     with invocation_deadline(context):
         return http.resolve(routes, event, context)

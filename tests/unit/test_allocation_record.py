@@ -12,6 +12,7 @@ import pytest
 
 from idblocks_core.logic.allocation import ALLOCATION_RECORD
 from idblocks_core.observability import logger
+from tests.support.api import load_event
 from tests.unit.test_replay import expire_key_records
 
 KEY_K = {"Idempotency-Key": "k"}
@@ -204,3 +205,29 @@ def test_an_unknown_counter_without_auto_create_leaves_no_record(api, lambda_env
     lambda_env(AUTO_CREATE_COUNTERS="false")
     assert api.call("next-post", name="nobody").status == 404
     assert quiet() == []
+
+
+def test_each_record_carries_its_requests_api_gateway_id_and_no_other(api, quiet):
+    """Given two requests, the second with no request context, when both take
+    IDs, then the first record's correlation id is API Gateway's request id
+    and the second names none: never the request before it."""
+    first = load_event("next-post")
+    first["requestContext"]["requestId"] = "gateway-request-1"
+    second = load_event("next-post")
+    second["requestContext"]["requestId"] = None
+    assert api.send(first).status == api.send(second).status == 200
+    got = quiet()
+    assert got[0]["correlation_id"] == "gateway-request-1"
+    assert "correlation_id" not in got[1]
+
+
+def test_a_message_is_logged_as_written_never_parsed_as_json():
+    """Given a message that happens to be JSON, when logged, then the line
+    keeps it as the text it was (the Logger's default would parse it)."""
+    buffer = io.StringIO()
+    previous = logger.registered_handler.setStream(buffer)
+    try:
+        logger.info('{"counter": "orders"}')
+    finally:
+        logger.registered_handler.setStream(previous)
+    assert json.loads(buffer.getvalue())["message"] == '{"counter": "orders"}'

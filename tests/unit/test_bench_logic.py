@@ -61,18 +61,22 @@ def test_each_cold_start_ratio_follows_from_its_own_figures(monkeypatch):
     assert "cold_start_ms_baseline" not in results
 
 
-def test_warm_ratios_are_reported_with_tracing_on_and_off_beside_one_bare_handler(monkeypatch):
+def test_warm_ratios_are_reported_sampled_unsampled_and_untraced_beside_one_bare_handler(monkeypatch):
     """Given a bench whose bare handler traces nothing, when the warm rounds
-    run, then each route is measured as deployed and with tracing off in the
-    same rounds, and both ratios follow from the figures beside them."""
+    run, then each route is measured sampled, unsampled and with tracing off
+    in the same rounds, every ratio follows from the figures beside it, and
+    the default-sampling figure is the default rule's mix of the first two."""
     from bench import server
 
     calls = []
 
     def fake_run(args, cwd, env=None):
         calls.append((args[0], env))
-        traced_off = bool(env) and env.get("POWERTOOLS_TRACE_DISABLED") == "true"
-        return {"bare": 0.0002, "warm": 0.0003 if traced_off else 0.0006}[args[0]]
+        if args[0] == "bare":
+            return 0.0002
+        return {None: 0.0006, "unsampled": 0.0004, "off": 0.0003}[
+            None if env is None else ("off" if env == server.TRACING_OFF else "unsampled")
+        ]
 
     monkeypatch.setattr(server, "WARM_ROUNDS", 1)
     monkeypatch.setattr(server, "run", fake_run)
@@ -80,9 +84,17 @@ def test_warm_ratios_are_reported_with_tracing_on_and_off_beside_one_bare_handle
     for route in server.FUNCTIONS:
         assert results[f"warm_bare_ms_{route}"] == 0.2
         assert (results[f"warm_overhead_ms_{route}"], results[f"warm_ratio_{route}"]) == (0.6, 3.0)
+        assert (results[f"warm_overhead_ms_{route}_unsampled"], results[f"warm_ratio_{route}_unsampled"]) == (
+            0.4,
+            2.0,
+        )
         assert results[f"warm_overhead_ms_{route}_tracing_off"] == 0.3
         assert results[f"warm_ratio_{route}_tracing_off"] == 1.5
-    assert calls.count(("warm", None)) == calls.count(("warm", server.TRACING_OFF)) == len(server.FUNCTIONS)
+        assert results[f"warm_overhead_ms_{route}_default_sampling"] == 0.41  # 5 % at 0.6, 95 % at 0.4
+        assert results[f"warm_ratio_{route}_default_sampling"] == 2.05
+    for env in server.WARM_VARIANTS.values():
+        assert calls.count(("warm", env)) == len(server.FUNCTIONS)
+    assert "Sampled=0" in server.UNSAMPLED["_X_AMZN_TRACE_ID"]
 
 
 def test_the_breakdown_adds_up_to_the_total_it_reports():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
+from botocore.exceptions import ClientError, EndpointConnectionError, ParamValidationError, ReadTimeoutError
 from botocore.stub import Stubber
 
 from idblocks_core.core import core
@@ -91,6 +91,18 @@ def test_botocore_makes_one_attempt_and_the_store_retries_within_the_deadline():
     # instead, and only while the invocation has time left (tests/integration/test_deadline.py)
     assert store.BOTO_CONFIG.retries["total_max_attempts"] == 1
     assert store.MAX_ATTEMPTS >= 2
+
+
+def test_the_tests_check_every_request_against_the_model_which_the_deployed_client_skips(
+    dynamodb, deployed_boto_config
+):
+    # Given the store's client as the tests make it
+    client = store.new_dynamodb_client()
+    # When a request of the wrong shape is sent, botocore refuses it before sending
+    with pytest.raises(ParamValidationError):
+        client.update_item(TableName="counters", Key="not a map")
+    # while the deployed client leaves that check to the tests and to DynamoDB
+    assert deployed_boto_config.parameter_validation is False
 
 
 REFUSALS = ["ResourceNotFoundException", "ValidationException", "AccessDeniedException"]
