@@ -4,7 +4,7 @@ docs/openapi.json say the same thing.
 
 The codes the code can answer are read from the sources themselves, not from
 a second list: every ``code = "..."`` of an error class, every code literal
-given to InvalidInput, error_response, error_body or written as
+given to InvalidInput or error_response, or written as
 ``{"code": "..."}`` in the layer, the functions and the dev server, and every
 code in template.yaml's gateway response templates."""
 
@@ -31,7 +31,6 @@ SOURCES = [
 # Where, in a call, the error code is: (positional index, keyword).
 CODE_ARGUMENT = {
     "InvalidInput": (0, "code"),
-    "error_body": (0, "code"),
     "error_response": (1, "code"),
     "_raw_error": (1, "code"),
 }
