@@ -32,7 +32,6 @@ SOURCES = [
 CODE_ARGUMENT = {
     "InvalidInput": (0, "code"),
     "error_response": (1, "code"),
-    "_raw_error": (1, "code"),
 }
 # API Gateway's status for each response type whose GatewayResponse sets none.
 GATEWAY_STATUS = {
