@@ -88,9 +88,15 @@ build: venv  ## sam build (the layer and the three functions, arm64)
 	sam build
 
 # Over every core (pytest-xdist): the unit tests share no port, file or
-# process state, and each worker is a process of its own.
-unit: venv  ## The fast in-process tests (tests/unit), for every change
-	python -m pytest -n auto tests/unit
+# process state, and each worker is a process of its own. A test that starts
+# a Python interpreter, talks to a server (the embedded DynamoDB, a dev
+# server) or measures a window of real time belongs in tests/integration,
+# which make test runs. (The HTTP client's scripted loopback stub,
+# tests/support/stub_http.py, answers in-process and stays.) No unit test
+# uses schemathesis, hypothesis or anyio; their plugins cost each process
+# about 2 s of CPU to load.
+unit: venv  ## The fast in-process tests (tests/unit), for every change; make test runs the rest
+	python -m pytest -n auto -p no:schemathesis -p no:hypothesispytest -p no:anyio tests/unit
 
 # STACK or URL, e.g. make test-deployed STACK=idblocks-dev (REGION=eu-west-1).
 STACK ?=

@@ -40,6 +40,12 @@ log = logging.getLogger("devserver")
 NO_STORE = {"Cache-Control": "no-store"}
 
 
+class FunctionTimedOut(Exception):
+    """A handler that ran its whole Timeout: Lambda stops it, and the
+    invocation fails (API Gateway's 502; SAM CLI's stand-in answers 500)
+    instead of answering whatever the handler would have returned."""
+
+
 class InProcessRunner:
     """What LocalApigwService needs of a Lambda runner: ``invoke`` and
     ``is_debugging``. Requests are run one at a time, as one warm container
@@ -84,12 +90,16 @@ class InProcessRunner:
         with self._lock:
             g.function = function_identifier
             printed = io.StringIO()
+            timeout = self.timeout_seconds or spec.timeout_seconds
             try:
                 with contextlib.redirect_stdout(printed):
-                    result = load_handler(spec)(
-                        json.loads(event),
-                        LocalContext(spec.logical_id, self.timeout_seconds or spec.timeout_seconds),
-                    )
+                    handler = load_handler(spec)  # the init, which Lambda times apart
+                    context = LocalContext(spec.logical_id, timeout)
+                    result = handler(json.loads(event), context)
+                if context.get_remaining_time_in_millis() == 0:
+                    # Lambda would have stopped it: its answer never reaches
+                    # the caller, and the invocation is a failure.
+                    raise FunctionTimedOut(f"Task timed out after {timeout:.2f} seconds")
                 output = json.dumps(result)
             except Exception as exc:  # noqa: BLE001 - whatever a handler raises, Lambda reports it so (502)
                 trace = traceback.format_exception(exc)

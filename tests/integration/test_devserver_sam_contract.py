@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import uuid
 from importlib.metadata import version
 
 import pytest
@@ -13,7 +14,7 @@ from samcli.lib.utils.stream_writer import StreamWriter
 from samcli.local.apigw.local_apigw_service import LocalApigwService
 
 from devserver.server import InProcessRunner, create_app, load_api
-from localrun.template import ROOT
+from localrun.template import ROOT, FunctionSpec
 from tests.infra.test_template import EXPECTED_ROUTES
 
 
@@ -125,3 +126,27 @@ def test_a_body_that_is_not_utf8_is_a_400_not_sams_502(recorded):
     assert response.status_code == 400
     assert response.get_json()["error"]["code"] == "invalid_body"
     assert runner.calls == []
+
+
+# A handler that answers what it was left of its Timeout: given none, it has
+# run its whole Timeout by the time it returns, with no clock to wait on.
+PROBE = """
+def lambda_handler(event, context):
+    return {"statusCode": 200, "body": str(context.get_remaining_time_in_millis())}
+"""
+
+
+@pytest.mark.parametrize(("timeout", "status"), [(0.0, 500), (600.0, 200)])
+def test_a_handler_that_runs_its_whole_timeout_fails_as_in_lambda(tmp_path, timeout, status):
+    """Lambda stops a function at its Timeout and the invocation fails (API
+    Gateway answers 502; SAM CLI's stand-in answers a failed invocation 500,
+    as for a handler that raised). The dev server answered whatever the
+    handler returned, however late, so a request that overran its Timeout
+    passed locally."""
+    (tmp_path / "app.py").write_text(PROBE)
+    # A logical id of its own: handler modules are loaded once per id.
+    spec = FunctionSpec(f"TimeoutProbe{uuid.uuid4().hex}", tmp_path, "app", "lambda_handler", (), timeout)
+    runner = InProcessRunner({"NextFunction": spec})
+    http = create_app(load_api(ROOT / "template.yaml", {}), runner, {}).test_client()
+    response = http.post("/counters/orders/next")
+    assert response.status_code == status, response.text

@@ -5,9 +5,6 @@ leaked. Each test names the failure it reproduces."""
 from __future__ import annotations
 
 import gc
-import subprocess
-import sys
-import textwrap
 import threading
 import time
 import uuid
@@ -447,27 +444,3 @@ def test_close_does_not_wait_long_for_a_prefetch_and_counts_its_block():
     # 40 left of the first block, and the second, counted when it lands
     assert wait_until(lambda: seq.unused_ids == 140)
     assert backend.handed_out == len(drawn) + seq.unused_ids
-
-
-def test_open_sequences_are_closed_at_interpreter_exit():
-    script = textwrap.dedent(
-        """
-        from idblocks import Sequence
-        from idblocks.testing import MemoryBackend
-
-        class Reporting(Sequence):
-            def close(self, timeout=10.0):
-                unused = super().close(timeout)
-                print("closed, unused", unused, flush=True)
-                return unused
-
-        seq = Reporting(MemoryBackend(), "orders", block_size=100)
-        for _ in range(30):
-            seq.next_id()
-        """
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    assert "closed, unused 70" in done.stdout

@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 
 # Imports the next function's handler, serves one request with DynamoDB
@@ -84,15 +82,3 @@ def test_tracing_on_patches_only_botocore():
     assert result["body"]["id"] == 141
     assert result["tracer"] == "Tracer"
     assert result["patched"] == ["botocore"]
-
-
-def test_a_bad_tracing_switch_fails_at_import():
-    """A value that is neither true nor false stops the cold start rather
-    than silently tracing or not."""
-    from idblocks_core.observability import tracing_enabled
-
-    assert tracing_enabled({}) is True
-    assert tracing_enabled({"POWERTOOLS_TRACE_DISABLED": "true"}) is False
-    assert tracing_enabled({"POWERTOOLS_TRACE_DISABLED": "0"}) is True
-    with pytest.raises(ValueError, match="maybe"):
-        tracing_enabled({"POWERTOOLS_TRACE_DISABLED": "maybe"})

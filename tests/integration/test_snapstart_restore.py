@@ -93,12 +93,3 @@ def test_two_restored_copies_draw_different_tokens_and_jitter():
     first, second = result["copies"]
     assert first["token"] != second["token"]
     assert first["jitter"] != second["jitter"]
-
-
-def test_without_the_runtime_registry_nothing_is_registered():
-    """Outside Lambda (tests, the dev server) snapshot_restore_py is absent:
-    importing the core must not fail, and reports that nothing registered."""
-    from idblocks_core.core import register_restore_hooks
-
-    assert "snapshot_restore_py" not in sys.modules
-    assert register_restore_hooks() is False
