@@ -20,14 +20,6 @@ import sys
 from typing import Any
 
 REQUESTS_PER_KIND = 20
-FAKE_AWS = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_REGION": "us-east-1",
-    "POWERTOOLS_TRACE_DISABLED": "true",
-}
 
 # The function each event file goes to (template.yaml's Api events).
 FUNCTION_OF = {"next-post": "NextFunction", "batch": "BatchFunction", "admin-create": "AdminFunction"}
@@ -44,6 +36,7 @@ KINDS: dict[str, tuple[str, str, dict[str, Any] | None, bool]] = {
 
 
 def measure() -> dict[str, float]:
+    from localrun.environment import FAKE_AWS
     from localrun.tables import TABLE_NAMES, create_tables
     from localrun.template import default_template
 

@@ -61,6 +61,8 @@ WARM_CALLS = 2000
 WARM_ROUNDS = 5
 FUNCTIONS = {"next": "NextFunction", "batch": "BatchFunction", "admin": "AdminFunction"}
 EVENTS = {"next": "next-post", "batch": "batch", "admin": "admin-get"}
+# The trace Lambda says an invocation belongs to, less its sampling decision.
+TRACE_HEADER = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8"
 
 
 def lambda_environment(function_dir: Path) -> dict[str, str]:
@@ -77,7 +79,7 @@ def lambda_environment(function_dir: Path) -> dict[str, str]:
         "AWS_ACCESS_KEY_ID": "bench",
         "AWS_SECRET_ACCESS_KEY": "bench",
         "AWS_XRAY_DAEMON_ADDRESS": "127.0.0.1:2000",
-        "_X_AMZN_TRACE_ID": "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1",
+        "_X_AMZN_TRACE_ID": f"{TRACE_HEADER};Sampled=1",
         "PYTHONDONTWRITEBYTECODE": "1",
     }
     return env
@@ -236,7 +238,7 @@ def layer_size_effect(layer: Path) -> dict[str, float]:
 TRACING_OFF = {"POWERTOOLS_TRACE_DISABLED": "true"}
 # Tracing on, and the request not sampled: what X-Ray's default rule makes of
 # all but the first request a second and 5 % of the rest.
-UNSAMPLED = {"_X_AMZN_TRACE_ID": "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=0"}
+UNSAMPLED = {"_X_AMZN_TRACE_ID": f"{TRACE_HEADER};Sampled=0"}
 # Each route's variants, measured in the same rounds, by result-name suffix.
 WARM_VARIANTS = {"": None, "_unsampled": UNSAMPLED, "_tracing_off": TRACING_OFF}
 

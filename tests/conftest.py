@@ -12,20 +12,11 @@ from typing import Any
 
 import pytest
 
+from localrun.environment import FAKE_AWS
 from localrun.tables import TABLE_NAMES
 from localrun.template import Template, default_template
 from tests.support.api import LocalApi
 from tests.support.moto_tables import EmptyTables
-
-FAKE_AWS = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_SESSION_TOKEN": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-    "AWS_REGION": "us-east-1",
-    "POWERTOOLS_TRACE_DISABLED": "true",
-}
-
 
 # As in Lambda, the environment is in place before any handler module is
 # imported: Powertools reads its POWERTOOLS_* variables at import time.

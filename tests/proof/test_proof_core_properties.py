@@ -24,8 +24,9 @@ from idblocks_core.dal.counter_store import CounterStore
 from idblocks_core.domain import errors, rules
 from idblocks_core.logic.admin import CounterAdmin
 from idblocks_core.logic.allocation import IdAllocator
+from localrun.environment import FAKE_AWS
 from localrun.template import default_template
-from tests.conftest import FAKE_AWS, TABLE_NAMES, reset_core_caches
+from tests.conftest import TABLE_NAMES, reset_core_caches
 
 NAMES = st.sampled_from(["a", "b"])
 JSONISH = st.recursive(
