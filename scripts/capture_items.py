@@ -36,6 +36,9 @@ def scenario(api: Any) -> dict[str, Any]:
     keyed = api.call(
         "batch", name=KEYED["name"], body={"count": KEYED["count"]}, headers={"Idempotency-Key": KEYED["key"]}
     )
+    # A later write: the counter's last-write token no longer names the keyed
+    # one, so only its idempotency record can answer the retry.
+    api.call("next-post", name=KEYED["name"])
     api.call("admin-create", body={"name": "cached", "start": 100, "cache": 10})
     api.call("next-post", name="cached")
     api.call("admin-create", body={"name": "bounded", "start": 50, "max": 100})
