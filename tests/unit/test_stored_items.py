@@ -1,6 +1,6 @@
 """An upgrade keeps the counters a running stack holds: items written by
 each released version (tests/fixtures/stored-items/<version>.json, captured
-by scripts/capture_items.py from that version's code and never edited) are
+by tests/support/capture_items.py from that version's code and never edited) are
 read by the code as it is now. Each counter reads back as it was, a keyed
 retry sent before the upgrade is answered from its record, and no counter
 hands out an ID it handed out before (docs/compatibility.md)."""
@@ -38,7 +38,7 @@ def test_every_release_left_its_items():
     """The file of the current version is there; a release that changed
     nothing in the format still captures its own."""
     version = json.loads((ROOT / "client-node" / "package.json").read_text())["version"]
-    assert (FIXTURES / f"{version}.json").exists(), "python -m scripts.capture_items for this version"
+    assert (FIXTURES / f"{version}.json").exists(), "python -m tests.support.capture_items for this version"
     for path in CAPTURED:
         assert json.loads(path.read_text())["written_by"] == path.stem
 

@@ -1,6 +1,6 @@
 """Capture the DynamoDB items this version writes, for the upgrade test.
 
-    python -m scripts.capture_items tests/fixtures/stored-items/<version>.json
+    python -m tests.support.capture_items tests/fixtures/stored-items/<version>.json
 
 Runs a fixed scenario through the functions (in-process, moto's DynamoDB):
 counters created by next and batch and by the admin API, a cached counter,
