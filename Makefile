@@ -19,7 +19,7 @@ DEV_ARGS ?=
 # `make clean DEV_STATE=1` also deletes the dev server's saved counters.
 DEV_STATE ?=
 
-.PHONY: help venv dev test test-long test-deployed lint security build unit openapi mutants lock bench clean node node-test test-repeat docs docs-serve
+.PHONY: help venv dev test test-long test-deployed lint security build unit openapi mutants lock bench clean node node-test test-repeat docs docs-serve dist
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -74,11 +74,19 @@ PYTEST_ARGS ?=
 test-repeat: venv build  ## The test suites N times (N=5 PYTEST_ARGS=tests/integration); which tests failed in which run
 	IDBLOCKS_REQUIRE_BUILD=1 python -m scripts.test_repeat --runs $(N) -- $(PYTEST_ARGS)
 
-lint: venv node  ## ruff, cfn-lint, sam validate --lint; tsc --strict and eslint on the Node client
+# mypy reads its folders from pyproject.toml ([tool.mypy]); the client is
+# checked again as Python 3.11 sees it, the oldest version it supports. The
+# nested-application example is a user's template: linted like ours.
+NESTED_EXAMPLE := examples/nested-application/template.yaml
+
+lint: venv node  ## ruff, mypy (strict), cfn-lint, sam validate --lint (ours and the nested example); tsc --strict and eslint on the Node client
 	ruff check .
 	ruff format --check .
-	cfn-lint template.yaml
+	mypy
+	mypy --python-version 3.11 client/idblocks
+	cfn-lint template.yaml $(NESTED_EXAMPLE)
 	sam validate --lint
+	sam validate --lint -t $(NESTED_EXAMPLE)
 	cd $(NODE_DIR) && npx tsc -p tsconfig.json --noEmit && npx eslint .
 
 security: $(CHECKOV_VENV)/.installed  ## checkov on template.yaml: no failed check (suppressions carry their reason)
@@ -118,6 +126,19 @@ openapi: venv  ## Regenerate docs/openapi.json from the code
 mutants: venv build  ## Break each guarded property on purpose and check the tests catch it
 	python -m scripts.mutants
 
+# The packages as users install them: the client's wheel and sdist (built
+# from client/ in an isolated environment with the setuptools its
+# pyproject.toml pins; twine checks their metadata) and the Node client's
+# tarball (npm pack, which compiles first). tests/integration/test_artifacts.py
+# installs each into a fresh environment and takes IDs through it.
+DIST_DIR ?= dist
+
+dist: venv node  ## Build the client's wheel and sdist and the Node client's tarball into dist/ (DIST_DIR=...)
+	rm -rf client/build $(DIST_DIR)/idblocks-* && mkdir -p $(DIST_DIR)
+	python -m build --outdir $(DIST_DIR) client
+	twine check --strict $(DIST_DIR)/*.whl $(DIST_DIR)/*.tar.gz
+	cd $(NODE_DIR) && npm pack --silent --pack-destination $(abspath $(DIST_DIR))
+
 lock: venv  ## Re-pin every transitive dependency into requirements/lock.txt
 	python -m pip freeze --exclude-editable | grep -v '^-e ' > requirements/lock.txt
 
@@ -125,7 +146,7 @@ bench: build node  ## Benchmarks (not tests): client, node, server, scale (simul
 	python -m bench
 
 clean:  ## Remove everything generated (environments included); DEV_STATE=1 also the dev counters
-	rm -rf .aws-sam $(VENV) $(CHECKOV_VENV) .pytest_cache .ruff_cache .hypothesis .schemathesis .test-repeat \
+	rm -rf .aws-sam $(VENV) $(CHECKOV_VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis .schemathesis .test-repeat \
 		build dist client/build bench/.cache $(NODE_DIR)/node_modules $(NODE_DIR)/dist $(NODE_DIR)/*.tgz site
 	find . -path ./.git -prune -o \( -name __pycache__ -o -name '*.egg-info' \) -type d -prune -exec rm -rf {} +
 ifeq ($(DEV_STATE),1)

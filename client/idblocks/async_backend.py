@@ -97,7 +97,8 @@ class AsyncHttpBackend:
             try:
                 step = steps.send(outcome)
             except StopIteration as done:
-                return done.value
+                sent: tuple[Any, int] = done.value  # exchange's return; StopIteration.value is untyped
+                return sent
             if isinstance(step, Attempt):
                 outcome = await self._attempt(step)
             else:

@@ -305,7 +305,8 @@ class HttpBackend:
                     self.retry.sleep(step)
                     outcome = None
         except StopIteration as done:
-            return done.value
+            sent: tuple[Any, int] = done.value  # exchange's return; StopIteration.value is untyped
+            return sent
 
     def _attempt(self, attempt: Attempt) -> Reply | NoReply:
         try:

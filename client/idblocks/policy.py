@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import math
+import operator
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -355,7 +356,7 @@ class BlockHolder:
         return taken
 
     def _left_in_segment(self) -> range:
-        remaining = self._position.__length_hint__()
+        remaining = operator.length_hint(self._position)
         return self._segment[len(self._segment) - remaining :]
 
     def _activate(self, segment: range) -> None:

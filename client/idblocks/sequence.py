@@ -146,6 +146,7 @@ class Sequence(BlockHolder):
         self.backend: Backend = backend
         self._reset()
         if not gil_enabled():
+            # Ignored method-assign: on a free-threaded build each instance takes the locked variant.
             self.next_id = self._next_id_locked  # type: ignore[method-assign]
         with _live_lock:
             _live.add(self)

@@ -1,6 +1,8 @@
 """/admin/counters: create, list, read, move forward and delete counters.
 Always behind AWS_IAM (see template.yaml)."""
 
+from typing import Any
+
 from idblocks_core.api import gateway as http
 from idblocks_core.api.fields import CACHE, CURSOR, LIMIT, MAX, NAME, NEW_NAME, NEXT, START
 from idblocks_core.core import core, invocation_deadline
@@ -21,7 +23,7 @@ CONFLICTS = ("counter_would_move_back", "region_mismatch", "next_beyond_max")
     answers=(201, "CounterState", "counter_exists", "below_high_water_mark"),
     **ADMIN,
 )
-def create_counter(request: http.Request) -> dict:
+def create_counter(request: http.Request) -> dict[str, Any]:
     counter = core().admin.create(request["name"], request["start"], request["max"], request["cache"])
     return http.json_response(201, counter.as_dict())
 
@@ -34,7 +36,7 @@ def create_counter(request: http.Request) -> dict:
     answers=(200, "CounterPage"),
     **ADMIN,
 )
-def list_counters(request: http.Request) -> dict:
+def list_counters(request: http.Request) -> dict[str, Any]:
     counters, next_cursor = core().admin.list(request["limit"], request["cursor"])
     return http.json_response(200, {"counters": [c.as_dict() for c in counters], "cursor": next_cursor})
 
@@ -47,7 +49,7 @@ def list_counters(request: http.Request) -> dict:
     answers=(200, "CounterState", "counter_not_found"),
     **ADMIN,
 )
-def get_counter(request: http.Request) -> dict:
+def get_counter(request: http.Request) -> dict[str, Any]:
     return http.json_response(200, core().admin.get(request["name"]).as_dict())
 
 
@@ -61,7 +63,7 @@ def get_counter(request: http.Request) -> dict:
     answers=(200, "CounterState", "counter_not_found", *CONFLICTS),
     **ADMIN,
 )
-def set_next(request: http.Request) -> dict:
+def set_next(request: http.Request) -> dict[str, Any]:
     counter = core().admin.update(request["name"], next_id=request["next"], cache=request["cache"])
     return http.json_response(200, counter.as_dict())
 
@@ -74,12 +76,12 @@ def set_next(request: http.Request) -> dict:
     answers=(204, None, "counter_not_found"),
     **ADMIN,
 )
-def delete_counter(request: http.Request) -> dict:
+def delete_counter(request: http.Request) -> dict[str, Any]:
     core().admin.delete(request["name"])
     return http.json_response(204, None)
 
 
 @lambda_entry(flushes_metrics=False)
-def lambda_handler(event: dict, context) -> dict:
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     with invocation_deadline(context):
         return http.resolve(routes, event, context)

@@ -1,5 +1,7 @@
 """POST /counters/{name}/batch: hand out a block of IDs, [start, end]."""
 
+from typing import Any
+
 from idblocks_core.api import gateway as http
 from idblocks_core.api.fields import COUNT, IDEMPOTENCY_KEY, NAME
 from idblocks_core.core import core, invocation_deadline
@@ -17,7 +19,7 @@ routes = http.Routes()
     answers=(200, "BatchResult", *http.ALLOCATION_ERRORS),
     security=http.CLIENT_SECURITY,
 )
-def batch(request: http.Request) -> dict:
+def batch(request: http.Request) -> dict[str, Any]:
     name = request["name"]
     block = core().allocator.hand_out(
         name,
@@ -34,6 +36,6 @@ def batch(request: http.Request) -> dict:
 
 
 @lambda_entry(flushes_metrics=True)
-def lambda_handler(event: dict, context) -> dict:
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     with invocation_deadline(context):
         return http.resolve(routes, event, context)

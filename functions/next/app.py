@@ -1,5 +1,7 @@
 """POST|GET /counters/{name}/next: hand out one ID."""
 
+from typing import Any
+
 from idblocks_core.api import gateway as http
 from idblocks_core.api.fields import IDEMPOTENCY_KEY, NAME
 from idblocks_core.core import core, invocation_deadline
@@ -19,7 +21,7 @@ ANSWERS = (200, "NextResult", *http.ALLOCATION_ERRORS)
     "GET", "/counters/{name}/next", summary=SUMMARY, answers=(*ANSWERS, "method_not_allowed"), **DECLARED
 )
 @routes.route("POST", "/counters/{name}/next", summary=SUMMARY, answers=ANSWERS, **DECLARED)
-def next_id(request: http.Request) -> dict:
+def next_id(request: http.Request) -> dict[str, Any]:
     if request.method == "GET" and not core().settings.allow_get_next:
         return http.error_response(
             405,
@@ -40,6 +42,6 @@ def next_id(request: http.Request) -> dict:
 
 
 @lambda_entry(flushes_metrics=True)
-def lambda_handler(event: dict, context) -> dict:
+def lambda_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     with invocation_deadline(context):
         return http.resolve(routes, event, context)

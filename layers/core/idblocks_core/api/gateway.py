@@ -120,7 +120,9 @@ class Request:
         return "anonymous"
 
 
-def merged(single: dict[str, Any] | None, multi: dict[str, Any] | None, fold: Callable[[str], str]) -> dict:
+def merged(
+    single: dict[str, Any] | None, multi: dict[str, Any] | None, fold: Callable[[str], str]
+) -> dict[str, Any]:
     """Every value of each name: API Gateway puts all in the multi-value map,
     the last in the other; names folded by ``fold`` (lower case for headers)."""
     values: dict[str, list[Any]] = {}
@@ -277,5 +279,7 @@ def json_response(status: int, body: Any, headers: dict[str, str] | None = None)
     return {"statusCode": status, "body": body, "isBase64Encoded": False, "multiValueHeaders": multi}
 
 
-def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> dict:
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> dict[str, Any]:
     return json_response(status, {"error": {"code": code, "message": message}}, headers)

@@ -239,7 +239,8 @@ def call_dynamodb(client: Any, operation: str, **kwargs: Any) -> dict[str, Any]:
     while attempts and time are left. Raises the last error otherwise."""
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:
-            return getattr(client, operation)(**kwargs)
+            response: dict[str, Any] = getattr(client, operation)(**kwargs)  # the client is untyped
+            return response
         except (ClientError, BotoCoreError) as exc:
             if not _transient(exc) or attempt == MAX_ATTEMPTS:
                 raise
@@ -608,7 +609,7 @@ class CounterStore:
         if not item or "deleted_at" in item:
             raise CounterNotFound(name)
         self._check_region(name, item)
-        if hwm is None:  # pragma: no cover - a live counter of this region takes any cache
+        if hwm is None or next_id is None:  # pragma: no cover - a live counter of this region takes any cache
             raise AssertionError("only a move of next can be refused on a live counter")
         old_hwm = int(item["hwm"]["N"])
         if old_hwm > hwm:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import TypeIs
 
 from idblocks_core.domain.errors import InvalidInput
 
@@ -33,7 +34,7 @@ IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,128}$"
 _IDEMPOTENCY_KEY_RE = re.compile(IDEMPOTENCY_KEY_PATTERN)
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeIs[int]:
     # bool is an int subclass; True is not a count.
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -48,9 +49,9 @@ def check_name(name: object) -> str:
 
 
 def check_count(count: object, max_batch_size: int) -> int:
-    if not _is_int(count) or not 1 <= count <= max_batch_size:  # type: ignore[operator]
+    if not _is_int(count) or not 1 <= count <= max_batch_size:
         raise InvalidInput("invalid_count", f"count must be an integer from 1 to {max_batch_size}")
-    return count  # type: ignore[return-value]
+    return count
 
 
 def check_new_counter(start: object, max_id: object) -> tuple[int | None, int]:
@@ -58,21 +59,21 @@ def check_new_counter(start: object, max_id: object) -> tuple[int | None, int]:
     deleted counter, right after its high-water mark)."""
     if max_id is None:
         max_id = DEFAULT_MAX_ID
-    if not _is_int(max_id) or not 1 <= max_id <= LIMIT_MAX_ID:  # type: ignore[operator]
+    if not _is_int(max_id) or not 1 <= max_id <= LIMIT_MAX_ID:
         raise InvalidInput("invalid_max", f"max must be an integer from 1 to {LIMIT_MAX_ID}")
     if start is not None:
-        if not _is_int(start) or not 1 <= start <= LIMIT_MAX_ID:  # type: ignore[operator]
+        if not _is_int(start) or not 1 <= start <= LIMIT_MAX_ID:
             raise InvalidInput("invalid_start", f"start must be an integer from 1 to {LIMIT_MAX_ID}")
-        if start > max_id:  # type: ignore[operator]
+        if start > max_id:
             raise InvalidInput("invalid_start", f"start {start} is above max {max_id}")
-    return start, max_id  # type: ignore[return-value]
+    return start, max_id
 
 
 def check_next(next_id: object) -> int:
     # A counter whose next ID is max + 1 is exhausted; that is as far as it goes.
-    if not _is_int(next_id) or not 1 <= next_id <= LIMIT_MAX_ID + 1:  # type: ignore[operator]
+    if not _is_int(next_id) or not 1 <= next_id <= LIMIT_MAX_ID + 1:
         raise InvalidInput("invalid_next", f"next must be an integer from 1 to {LIMIT_MAX_ID + 1}")
-    return next_id  # type: ignore[return-value]
+    return next_id
 
 
 # A counter's cache setting: how many IDs one function environment takes at
@@ -86,9 +87,9 @@ CACHE_MAX = 1_000_000
 
 
 def check_cache(cache: object) -> int:
-    if not _is_int(cache) or not 1 <= cache <= CACHE_MAX:  # type: ignore[operator]
+    if not _is_int(cache) or not 1 <= cache <= CACHE_MAX:
         raise InvalidInput("invalid_cache", f"cache must be an integer from 1 to {CACHE_MAX:,}")
-    return cache  # type: ignore[return-value]
+    return cache
 
 
 def check_idempotency_key(key: object) -> str:
@@ -101,9 +102,9 @@ def check_idempotency_key(key: object) -> str:
 
 
 def check_limit(limit: object, largest: int) -> int:
-    if not _is_int(limit) or not 1 <= limit <= largest:  # type: ignore[operator]
+    if not _is_int(limit) or not 1 <= limit <= largest:
         raise InvalidInput("invalid_limit", f"limit must be an integer from 1 to {largest}")
-    return limit  # type: ignore[return-value]
+    return limit
 
 
 # -- regions: the stride scheme ------------------------------------------------
