@@ -7,7 +7,7 @@ from idblocks_core.core import core, invocation_deadline
 from idblocks_core.observability import lambda_entry
 
 routes = http.Routes()
-ADMIN = {"security": http.ADMIN_SECURITY}
+ADMIN = {"security": http.ADMIN_SECURITY, "tag": "admin"}
 BY_NAME = "/admin/counters/{name}"
 CONFLICTS = ("counter_would_move_back", "region_mismatch", "next_beyond_max")
 
@@ -15,6 +15,7 @@ CONFLICTS = ("counter_would_move_back", "region_mismatch", "next_beyond_max")
 @routes.route(
     "POST",
     "/admin/counters",
+    operation_id="create_counter",
     summary="Create a counter",
     fields=(NEW_NAME, START, MAX, CACHE),
     body="CreateCounterRequest",
@@ -29,6 +30,7 @@ def create_counter(request: http.Request) -> dict:
 @routes.route(
     "GET",
     "/admin/counters",
+    operation_id="list_counters",
     summary="List counters, a page at a time",
     fields=(LIMIT, CURSOR),
     answers=(200, "CounterPage"),
@@ -42,6 +44,7 @@ def list_counters(request: http.Request) -> dict:
 @routes.route(
     "GET",
     BY_NAME,
+    operation_id="get_counter",
     summary="Read a counter",
     fields=(NAME,),
     answers=(200, "CounterState", "counter_not_found"),
@@ -54,14 +57,15 @@ def get_counter(request: http.Request) -> dict:
 @routes.route(
     "PUT",
     BY_NAME,
+    operation_id="update_counter",
     summary="Move a counter forward (never back), change its cache setting, or both",
     fields=(NAME, NEXT, CACHE),
-    body="SetNextRequest",
+    body="UpdateCounterRequest",
     one_of=("next", "cache"),
     answers=(200, "CounterState", "counter_not_found", *CONFLICTS),
     **ADMIN,
 )
-def set_next(request: http.Request) -> dict:
+def update_counter(request: http.Request) -> dict:
     counter = core().admin.update(request["name"], next_id=request["next"], cache=request["cache"])
     return http.json_response(200, counter.as_dict())
 
@@ -69,6 +73,7 @@ def set_next(request: http.Request) -> dict:
 @routes.route(
     "DELETE",
     BY_NAME,
+    operation_id="delete_counter",
     summary="Delete a counter; its high-water mark is kept",
     fields=(NAME,),
     answers=(204, None, "counter_not_found"),

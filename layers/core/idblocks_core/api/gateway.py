@@ -70,13 +70,18 @@ class Field:
 
 @dataclass(frozen=True)
 class Route:
-    """An operation. ``body`` names its body's schema (None: no body fields);
-    ``answers``: the success status, its schema (or None), the error codes
-    besides its fields'; ``one_of``: body fields of which one must be given."""
+    """An operation. ``operation_id`` and ``tag`` name it for generated
+    clients (a function and the module it lands in), so they are the API's
+    too: never derived from the handler's name. ``body`` names its body's
+    schema (None: no body fields); ``answers``: the success status, its
+    schema (or None), the error codes besides its fields'; ``one_of``: body
+    fields of which one must be given."""
 
     method: str
     resource: str
     handler: Handler
+    operation_id: str
+    tag: str
     summary: str
     fields: tuple[Field, ...]
     answers: tuple[Any, ...]
