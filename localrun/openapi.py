@@ -48,8 +48,7 @@ code added later). Each error response lists the codes it can carry in
 (docs/errors.md): each code's status, meaning, whether a retry can help, and
 what to do."""
 
-# The API's own version, written once here; the document is generated, so a
-# change to the API changes it in the same commit.
+# The API's version (info.version), read from this one place.
 API_VERSION = "1.0.0"
 LICENSE = {"name": "Apache-2.0", "identifier": "Apache-2.0"}
 JSON = "application/json"
