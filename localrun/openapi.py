@@ -181,7 +181,7 @@ def document() -> dict:
             if get_next_off and (route.method, route.resource) == ("GET", "/counters/{name}/next"):
                 continue
             operation: dict[str, Any] = {
-                "operationId": route.operation_id,
+                "operationId": route.operation_id or route.handler.__name__,
                 "tags": [route.tag],
                 "summary": route.summary,
                 "security": route.security,

@@ -15,7 +15,6 @@ CONFLICTS = ("counter_would_move_back", "region_mismatch", "next_beyond_max")
 @routes.route(
     "POST",
     "/admin/counters",
-    operation_id="create_counter",
     summary="Create a counter",
     fields=(NEW_NAME, START, MAX, CACHE),
     body="CreateCounterRequest",
@@ -30,7 +29,6 @@ def create_counter(request: http.Request) -> dict:
 @routes.route(
     "GET",
     "/admin/counters",
-    operation_id="list_counters",
     summary="List counters, a page at a time",
     fields=(LIMIT, CURSOR),
     answers=(200, "CounterPage"),
@@ -44,7 +42,6 @@ def list_counters(request: http.Request) -> dict:
 @routes.route(
     "GET",
     BY_NAME,
-    operation_id="get_counter",
     summary="Read a counter",
     fields=(NAME,),
     answers=(200, "CounterState", "counter_not_found"),
@@ -57,7 +54,6 @@ def get_counter(request: http.Request) -> dict:
 @routes.route(
     "PUT",
     BY_NAME,
-    operation_id="update_counter",
     summary="Move a counter forward (never back), change its cache setting, or both",
     fields=(NAME, NEXT, CACHE),
     body="UpdateCounterRequest",
@@ -73,7 +69,6 @@ def update_counter(request: http.Request) -> dict:
 @routes.route(
     "DELETE",
     BY_NAME,
-    operation_id="delete_counter",
     summary="Delete a counter; its high-water mark is kept",
     fields=(NAME,),
     answers=(204, None, "counter_not_found"),

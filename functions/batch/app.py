@@ -11,7 +11,6 @@ routes = http.Routes()
 @routes.route(
     "POST",
     "/counters/{name}/batch",
-    operation_id="batch",
     tag="ids",
     summary="Hand out a block of consecutive IDs",
     fields=(NAME, IDEMPOTENCY_KEY, COUNT),

@@ -25,7 +25,6 @@ ANSWERS = (200, "NextResult", *http.ALLOCATION_ERRORS)
 @routes.route(
     "POST",
     "/counters/{name}/next",
-    operation_id="next_id",
     summary="Hand out the next ID of a counter",
     answers=ANSWERS,
     **DECLARED,

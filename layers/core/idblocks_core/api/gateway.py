@@ -70,17 +70,15 @@ class Field:
 
 @dataclass(frozen=True)
 class Route:
-    """An operation. ``operation_id`` and ``tag`` name it for generated
-    clients (a function and the module it lands in), so they are the API's
-    too: never derived from the handler's name. ``body`` names its body's
-    schema (None: no body fields); ``answers``: the success status, its
-    schema (or None), the error codes besides its fields'; ``one_of``: body
-    fields of which one must be given."""
+    """An operation. ``tag`` and ``operation_id`` (the handler's name if not
+    given) name the module and the function a generated client puts it in.
+    ``body`` names its body's schema (None: no body fields); ``answers``:
+    the success status, its schema (or None), the error codes besides its
+    fields'; ``one_of``: body fields of which one must be given."""
 
     method: str
     resource: str
     handler: Handler
-    operation_id: str
     tag: str
     summary: str
     fields: tuple[Field, ...]
@@ -88,6 +86,7 @@ class Route:
     security: list[dict[str, list[str]]]
     body: str | None = None
     one_of: tuple[str, ...] = ()
+    operation_id: str = ""
 
 
 class Routes(dict[tuple[str, str], Route]):
