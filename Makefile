@@ -19,7 +19,7 @@ DEV_ARGS ?=
 # `make clean DEV_STATE=1` also deletes the dev server's saved counters.
 DEV_STATE ?=
 
-.PHONY: help venv dev test test-long test-deployed lint security build unit openapi mutants lock bench clean node node-test test-repeat docs docs-serve dist
+.PHONY: help venv dev test test-long test-deployed lint security build unit openapi api-tools mutants lock bench clean node node-test test-repeat docs docs-serve dist
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -54,6 +54,22 @@ node: $(NODE_DIR)/dist/.built  ## Install the Node client's packages (npm ci) an
 node-test: node  ## The Node client's unit tests (node --test)
 	cd $(NODE_DIR) && node --test dist/test/unit/
 
+# The tools for docs/openapi.json (api-tools/): Redocly's linter, and the
+# TypeScript client generated from the document (openapi-typescript,
+# openapi-fetch), from their committed lockfile. Not the Node client's: it
+# is a published package, and these are not its dependencies.
+API_TOOLS := api-tools
+# Redocly asks for neither telemetry nor a newer version.
+export REDOCLY_TELEMETRY := off
+export REDOCLY_SUPPRESS_UPDATE_NOTICE := true
+
+$(API_TOOLS)/node_modules/.installed: $(API_TOOLS)/package.json $(API_TOOLS)/package-lock.json
+	@command -v node >/dev/null || { echo "node not found: the API tools need Node.js 20.19 or later on PATH (https://nodejs.org)"; exit 1; }
+	cd $(API_TOOLS) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+api-tools: $(API_TOOLS)/node_modules/.installed  ## Install the tools for docs/openapi.json (npm ci in api-tools/): Redocly, openapi-typescript
+
 $(CHECKOV_VENV)/.installed: requirements/checkov.txt requirements/checkov-lock.txt
 	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON313) -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet -c requirements/checkov-lock.txt -r requirements/checkov.txt
@@ -62,7 +78,7 @@ $(CHECKOV_VENV)/.installed: requirements/checkov.txt requirements/checkov-lock.t
 dev: venv  ## Run the API on http://127.0.0.1:3000 (DEV_ARGS="--port 3001 --fresh" ...)
 	python -m devserver $(DEV_ARGS)
 
-test: lint security build docs node-test  ## Everything CI runs: lint, security scan, sam build, the docs site, the test suites (Node's too)
+test: lint security build docs node-test api-tools  ## Everything CI runs: lint, security scan, sam build, the docs site, the test suites (Node's too)
 	IDBLOCKS_REQUIRE_BUILD=1 python -m pytest
 
 test-long: venv build  ## The test suites with the concurrency proof twenty times longer (pytest --long)
@@ -79,7 +95,7 @@ test-repeat: venv build  ## The test suites N times (N=5 PYTEST_ARGS=tests/integ
 # nested-application example is a user's template: linted like ours.
 NESTED_EXAMPLE := examples/nested-application/template.yaml
 
-lint: venv node  ## ruff, mypy (strict), cfn-lint, sam validate --lint (ours and the nested example); tsc --strict and eslint on the Node client
+lint: venv node api-tools  ## ruff, mypy (strict), cfn-lint, sam validate --lint (ours and the nested example); tsc --strict and eslint on the Node client; the OpenAPI document
 	ruff check .
 	ruff format --check .
 	mypy
@@ -88,6 +104,8 @@ lint: venv node  ## ruff, mypy (strict), cfn-lint, sam validate --lint (ours and
 	sam validate --lint
 	sam validate --lint -t $(NESTED_EXAMPLE)
 	cd $(NODE_DIR) && npx tsc -p tsconfig.json --noEmit && npx eslint .
+	openapi-spec-validator docs/openapi.json
+	cd $(API_TOOLS) && npx redocly lint ../docs/openapi.json
 
 security: $(CHECKOV_VENV)/.installed  ## checkov on template.yaml: no failed check (suppressions carry their reason)
 	$(CHECKOV_VENV)/bin/checkov -f template.yaml --framework cloudformation --skip-download --compact --quiet
@@ -147,7 +165,8 @@ bench: build node  ## Benchmarks (not tests): client, node, server, scale (simul
 
 clean:  ## Remove everything generated (environments included); DEV_STATE=1 also the dev counters
 	rm -rf .aws-sam $(VENV) $(CHECKOV_VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis .schemathesis .test-repeat \
-		build dist client/build bench/.cache $(NODE_DIR)/node_modules $(NODE_DIR)/dist $(NODE_DIR)/*.tgz site
+		build dist client/build bench/.cache $(NODE_DIR)/node_modules $(NODE_DIR)/dist $(NODE_DIR)/*.tgz site \
+		$(API_TOOLS)/node_modules $(API_TOOLS)/generated $(API_TOOLS)/dist
 	find . -path ./.git -prune -o \( -name __pycache__ -o -name '*.egg-info' \) -type d -prune -exec rm -rf {} +
 ifeq ($(DEV_STATE),1)
 	rm -rf .dev-state

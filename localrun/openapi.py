@@ -9,8 +9,9 @@ describe the response bodies."""
 from __future__ import annotations
 
 import os
-import re
 import sys
+from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -32,23 +33,50 @@ are never handed out twice, including after the counter is deleted and created
 again. Send `Idempotency-Key` to make next and batch safe to retry.
 
 next and batch authenticate as the deployment's ClientAuth parameter says
-(SigV4, API key or none); the admin routes always need SigV4 (AWS_IAM).
+(SigV4, API key or none); the admin routes always need SigV4 (AWS_IAM). The
+servers are a deployed stage, a custom domain and the dev server; a deployed
+stage's path starts with the stage.
 
 Integers are JSON Schema's: a number with a zero fraction (5.0, 1e2) is the
 integer it equals. A body gives each key once: a key given twice is refused.
+next takes no body (an empty one, null or {} are taken too).
 
-Every error is `{"error": {"code", "message"}}` with `Cache-Control: no-store`.
-Each error response lists the codes it can carry in `x-error-codes`; the
-document's own `x-error-codes` is the whole catalogue (docs/errors.md): each
-code's status, meaning, whether a retry can help, and what to do."""
+Every error is `{"error": {"code", "message"}}` with `Cache-Control: no-store`;
+`code` is one of ErrorCode's values, and a client must accept others too (a
+code added later). Each error response lists the codes it can carry in
+`x-error-codes`; the document's own `x-error-codes` is the whole catalogue
+(docs/errors.md): each code's status, meaning, whether a retry can help, and
+what to do."""
 
+# The API's version (info.version), read from this one place.
+API_VERSION = "1.0.0"
+LICENSE = {"name": "Apache-2.0", "identifier": "Apache-2.0"}
 JSON = "application/json"
+INT64_MAX = 2**63 - 1
+TAGS = {
+    "ids": "Hand out IDs, one (next) or a block (batch). Authenticated as the deployment's ClientAuth says.",
+    "admin": "Create, list, read, move forward and delete counters. Always SigV4 (AWS_IAM).",
+}
 SECURITY_SCHEMES = {
-    scheme: {"description": description, "in": "header", "name": header, "type": "apiKey"}
-    for scheme, header, description in [
-        ("sigv4", "Authorization", "AWS Signature Version 4 (AWS_IAM)"),
-        ("api_key", "x-api-key", "API key (ClientAuth API_KEY)"),
-    ]
+    # As API Gateway itself describes AWS_IAM when it exports an API.
+    "sigv4": {
+        "type": "apiKey",
+        "in": "header",
+        "name": "Authorization",
+        "x-amazon-apigateway-authtype": "awsSigv4",
+        "description": "AWS Signature Version 4 (AWS_IAM), not a static key: each request is signed with the "
+        "caller's IAM credentials for the service `execute-api` in the stack's region, over its method, path "
+        "(the stage included), query, headers and a hash of its body, and carries `Authorization`, "
+        "`X-Amz-Date` and, with temporary credentials, `X-Amz-Security-Token`. An AWS SDK's SigV4 signer "
+        "does it (the shipped clients' IamAuth; docs/other-languages.md for a generated client). The "
+        "caller's IAM policy must allow execute-api:Invoke on the route.",
+    },
+    "api_key": {
+        "type": "apiKey",
+        "in": "header",
+        "name": "x-api-key",
+        "description": "ClientAuth API_KEY: a key of the stack's usage plan.",
+    },
 }
 # Any route may be sent a bad body, and every one reads or writes DynamoDB.
 ALWAYS_ERRORS = (
@@ -58,8 +86,27 @@ ALWAYS_ERRORS = (
     "invalid_body",
     "service_unavailable",
 )
-NO_BODY = {"type": ["object", "null"], "maxProperties": 0, "description": "No field: none, null or {}."}
 ANSWERED_BY = {"function": "the function", "gateway": "API Gateway", "both": "API Gateway or the function"}
+# The headers an error response carries, by the codes that send them.
+RESPONSE_HEADERS = {
+    "Retry-After": (
+        {
+            "description": "Seconds to wait before sending the same request again (with the same "
+            "Idempotency-Key).",
+            "schema": {"type": "integer", "minimum": 0},
+        },
+        {code for code, entry in ERROR_CODES.items() if entry.retry == "after Retry-After"},
+    ),
+    "Allow": (
+        {"description": "The method the route takes on this deployment: POST.", "schema": {"type": "string"}},
+        {"method_not_allowed"},
+    ),
+}
+
+# Every code the catalogue has today. A field of this type is declared
+# `ErrorCode | str`: a client generated now keeps working when a code is added.
+ErrorCode = StrEnum("ErrorCode", {code: code for code in ERROR_CODES})
+ErrorCode.__doc__ = "The error codes the API answers today (docs/errors.md); more may be added."
 
 
 class NextResult(BaseModel):
@@ -95,8 +142,8 @@ class CounterState(BaseModel):
     cache: int = Field(
         description="How many IDs each function environment takes at a time for next (1: uncached)."
     )
-    created_at: str
-    updated_at: str
+    created_at: datetime = Field(description="When the counter was created (UTC).")
+    updated_at: datetime = Field(description="When the counter last changed (UTC).")
 
 
 class CounterPage(BaseModel):
@@ -105,7 +152,10 @@ class CounterPage(BaseModel):
 
 
 class ErrorDetail(BaseModel):
-    code: str = Field(description="Stable machine-readable code, e.g. counter_exhausted.")
+    code: ErrorCode | str = Field(
+        description="Stable machine-readable code, e.g. counter_exhausted: one of ErrorCode's values, or a "
+        "code added after this document."
+    )
     message: str = Field(description="What is wrong, for a human.")
 
 
@@ -130,9 +180,9 @@ def document() -> dict:
         for route in load_module(template.functions[logical_id]).routes.values():
             if get_next_off and (route.method, route.resource) == ("GET", "/counters/{name}/next"):
                 continue
-            method = route.method.lower()
             operation: dict[str, Any] = {
-                "operationId": re.sub(r"\W", "_", f"{route.handler.__name__}{route.resource}_{method}"),
+                "operationId": route.operation_id or route.handler.__name__,
+                "tags": [route.tag],
                 "summary": route.summary,
                 "security": route.security,
                 "responses": _responses(route),
@@ -145,25 +195,78 @@ def document() -> dict:
             ]
             if parameters:
                 operation["parameters"] = parameters
+            # A route without body fields declares no body: generators then send none.
             if route.body is not None:
                 schemas[route.body] = _body_schema(route, template.parameters)
                 ref = {"$ref": f"#/components/schemas/{route.body}"}
                 operation["requestBody"] = {"content": {JSON: {"schema": ref}}, "required": True}
-            elif method in ("post", "put"):
-                operation["requestBody"] = {"content": {JSON: {"schema": NO_BODY}}, "required": False}
-            paths.setdefault(route.resource, {})[method] = operation
-    return {
-        "openapi": "3.1.0",
-        "info": {"title": "idblocks", "version": "1.0.0", "description": DESCRIPTION},
-        "servers": [{"url": "/"}],
-        "paths": paths,
-        "components": {"schemas": dict(sorted(schemas.items())), "securitySchemes": SECURITY_SCHEMES},
-        "x-error-codes": {
-            code: {"status": e.status, "meaning": e.meaning, "retry": e.retry, "action": e.action}
-            | {"answered_by": ANSWERED_BY[e.source]}
-            for code, e in ERROR_CODES.items()
+            paths.setdefault(route.resource, {})[route.method.lower()] = operation
+    return _integers_as_int64(
+        {
+            "openapi": "3.1.0",
+            "info": {
+                "title": "idblocks",
+                "version": API_VERSION,
+                "description": DESCRIPTION,
+                "license": LICENSE,
+            },
+            "servers": _servers(template.parameters),
+            "tags": [{"name": name, "description": description} for name, description in TAGS.items()],
+            "paths": paths,
+            "components": {"schemas": dict(sorted(schemas.items())), "securitySchemes": SECURITY_SCHEMES},
+            "x-error-codes": {
+                code: {"status": e.status, "meaning": e.meaning, "retry": e.retry, "action": e.action}
+                | {"answered_by": ANSWERED_BY[e.source]}
+                for code, e in ERROR_CODES.items()
+            },
+        }
+    )
+
+
+def _servers(parameters: dict[str, str]) -> list[dict[str, Any]]:
+    """Where the API is, as the stack's outputs say (ApiUrl, CustomDomainUrl),
+    with the template's defaults; and the dev server."""
+    return [
+        {
+            "url": "https://{api_id}.execute-api.{region}.amazonaws.com/{stage}",
+            "description": "A deployed stack's stage: its ApiUrl output.",
+            "variables": {
+                "api_id": {
+                    "default": "abcde12345",
+                    "description": "The REST API's id, ApiUrl's first label.",
+                },
+                "region": {"default": "us-east-1", "description": "The stack's region."},
+                "stage": {"default": parameters["StageName"], "description": "The stack's StageName."},
+            },
         },
-    }
+        {
+            "url": "https://{domain}{base_path}",
+            "description": "A deployed stack's custom domain: its CustomDomainUrl output.",
+            "variables": {
+                "domain": {"default": "ids.example.com", "description": "The stack's CustomDomainName."},
+                "base_path": {
+                    "default": "/" + parameters["CustomDomainBasePath"],
+                    "description": "/ and the stack's CustomDomainBasePath; empty if that is empty.",
+                },
+            },
+        },
+        {"url": "http://127.0.0.1:3000", "description": "The dev server (make dev)."},
+    ]
+
+
+def _integers_as_int64(node: Any) -> Any:
+    """Every integer schema of ``node`` with format int64 (IDs go up to 2^63-1),
+    so that a generator picks a 64-bit type; except where the range goes
+    beyond it (PUT's next may be max + 1, 2^63, to exhaust the counter)."""
+    if isinstance(node, dict):
+        if node.get("type") == "integer" and node.get("maximum", 0) <= INT64_MAX:
+            node.setdefault("format", "int64")
+        for value in node.values():
+            _integers_as_int64(value)
+    elif isinstance(node, list):
+        for value in node:
+            _integers_as_int64(value)
+    return node
 
 
 def _schema(spec: Any, parameters: dict[str, str]) -> dict[str, Any]:
@@ -188,8 +291,13 @@ def _body_schema(route: Any, parameters: dict[str, str]) -> dict:
     }
     if required := [spec.name for spec in fields if spec.required]:
         schema["required"] = required
-    if route.one_of:  # at least one of them, and not null: {} or all nulls is refused
-        schema["anyOf"] = [{"required": [n], "properties": {n: {"type": "integer"}}} for n in route.one_of]
+    if route.one_of:
+        # One object with every field, so that a generator builds one model
+        # that can send them together: at least one given, and not null ({}
+        # or all nulls is refused).
+        schema["minProperties"] = 1
+        schema["not"] = {"properties": {name: {"type": "null"} for name in route.one_of}}
+        schema["description"] = f"Give {' or '.join(route.one_of)} or both; at least one, not null."
     return schema
 
 
@@ -212,6 +320,8 @@ def _responses(route: Any) -> dict[str, Any]:
             "description": "\n".join(f"- `{code}`: {ERROR_CODES[code].meaning}" for code in listed),
             "x-error-codes": listed,
         }
+        if headers := {name: spec for name, (spec, codes) in RESPONSE_HEADERS.items() if codes & set(listed)}:
+            responses[error_status]["headers"] = headers
     return responses
 
 

@@ -119,17 +119,18 @@ def errors_by_status_table() -> str:
 
 
 def operations_table() -> str:
-    """Every operation of docs/openapi.json: what it answers on success and
-    which error statuses it documents."""
+    """Every operation of docs/openapi.json: its id and tag, what it answers
+    on success and which error statuses it documents."""
     spec = json.loads((DOCS / "openapi.json").read_text())
-    rows = ["| method | path | what | success | errors |", "|---|---|---|---|---|"]
+    rows = ["| method | path | operation (tag) | what | success | errors |", "|---|---|---|---|---|---|"]
     for path, operations in sorted(spec["paths"].items()):
         for method, operation in sorted(operations.items()):
             statuses = sorted(operation["responses"], key=str)
             success = [s for s in statuses if int(s) < 400]
             errors = [s for s in statuses if int(s) >= 400]
             rows.append(
-                f"| {method.upper()} | `{path}` | {_cell(operation.get('summary', ''))} "
+                f"| {method.upper()} | `{path}` | `{operation['operationId']}` "
+                f"({', '.join(operation['tags'])}) | {_cell(operation.get('summary', ''))} "
                 f"| {', '.join(success)} | {', '.join(errors)} |"
             )
     return "\n".join(rows) + "\n"

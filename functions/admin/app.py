@@ -9,7 +9,7 @@ from idblocks_core.core import core, invocation_deadline
 from idblocks_core.observability import lambda_entry
 
 routes = http.Routes()
-ADMIN = {"security": http.ADMIN_SECURITY}
+ADMIN = {"security": http.ADMIN_SECURITY, "tag": "admin"}
 BY_NAME = "/admin/counters/{name}"
 CONFLICTS = ("counter_would_move_back", "region_mismatch", "next_beyond_max")
 
@@ -58,12 +58,12 @@ def get_counter(request: http.Request) -> dict[str, Any]:
     BY_NAME,
     summary="Move a counter forward (never back), change its cache setting, or both",
     fields=(NAME, NEXT, CACHE),
-    body="SetNextRequest",
+    body="UpdateCounterRequest",
     one_of=("next", "cache"),
     answers=(200, "CounterState", "counter_not_found", *CONFLICTS),
     **ADMIN,
 )
-def set_next(request: http.Request) -> dict[str, Any]:
+def update_counter(request: http.Request) -> dict[str, Any]:
     counter = core().admin.update(request["name"], next_id=request["next"], cache=request["cache"])
     return http.json_response(200, counter.as_dict())
 

@@ -13,6 +13,7 @@ routes = http.Routes()
 @routes.route(
     "POST",
     "/counters/{name}/batch",
+    tag="ids",
     summary="Hand out a block of consecutive IDs",
     fields=(NAME, IDEMPOTENCY_KEY, COUNT),
     body="BatchRequest",

@@ -8,9 +8,8 @@ from idblocks_core.core import core, invocation_deadline
 from idblocks_core.observability import lambda_entry
 
 routes = http.Routes()
-SUMMARY = "Hand out the next ID of a counter"
 # No body, an empty one or {}: any field is refused.
-DECLARED = {"fields": (NAME, IDEMPOTENCY_KEY), "security": http.CLIENT_SECURITY}
+DECLARED = {"fields": (NAME, IDEMPOTENCY_KEY), "security": http.CLIENT_SECURITY, "tag": "ids"}
 ANSWERS = (200, "NextResult", *http.ALLOCATION_ERRORS)
 
 
@@ -18,9 +17,20 @@ ANSWERS = (200, "NextResult", *http.ALLOCATION_ERRORS)
 # GET burns an ID, and prefetchers, link previewers and crawlers follow GETs:
 # the AllowGetNext parameter (ALLOW_GET_NEXT) turns GET off.
 @routes.route(
-    "GET", "/counters/{name}/next", summary=SUMMARY, answers=(*ANSWERS, "method_not_allowed"), **DECLARED
+    "GET",
+    "/counters/{name}/next",
+    operation_id="next_id_get",
+    summary="Hand out the next ID of a counter, by GET (for browsers and curl; programs use POST)",
+    answers=(*ANSWERS, "method_not_allowed"),
+    **DECLARED,
 )
-@routes.route("POST", "/counters/{name}/next", summary=SUMMARY, answers=ANSWERS, **DECLARED)
+@routes.route(
+    "POST",
+    "/counters/{name}/next",
+    summary="Hand out the next ID of a counter",
+    answers=ANSWERS,
+    **DECLARED,
+)
 def next_id(request: http.Request) -> dict[str, Any]:
     if request.method == "GET" and not core().settings.allow_get_next:
         return http.error_response(

@@ -30,7 +30,7 @@ SHELL_BLOCK = re.compile(r"^```(?:sh|bash|shell|console)\n(.*?)^```", re.MULTILI
 SEPARATORS = {";", "&&", "||", "|", "&"}
 # Tools the READMEs use that this project does not install (the reader brings
 # them) and shell builtins.
-EXTERNAL_TOOLS = {"curl", "docker", "aws", "pyenv", "git", "export", "unset", "echo", "cd"}
+EXTERNAL_TOOLS = {"curl", "docker", "aws", "pyenv", "git", "npx", "export", "unset", "echo", "cd"}
 ACTIVATE = "source .venv/bin/activate"
 VENV_BIN = Path(sys.executable).parent
 

@@ -70,19 +70,23 @@ class Field:
 
 @dataclass(frozen=True)
 class Route:
-    """An operation. ``body`` names its body's schema (None: no body fields);
-    ``answers``: the success status, its schema (or None), the error codes
-    besides its fields'; ``one_of``: body fields of which one must be given."""
+    """An operation. ``tag`` and ``operation_id`` (the handler's name if not
+    given) name the module and the function a generated client puts it in.
+    ``body`` names its body's schema (None: no body fields); ``answers``:
+    the success status, its schema (or None), the error codes besides its
+    fields'; ``one_of``: body fields of which one must be given."""
 
     method: str
     resource: str
     handler: Handler
+    tag: str
     summary: str
     fields: tuple[Field, ...]
     answers: tuple[Any, ...]
     security: list[dict[str, list[str]]]
     body: str | None = None
     one_of: tuple[str, ...] = ()
+    operation_id: str = ""
 
 
 class Routes(dict[tuple[str, str], Route]):
