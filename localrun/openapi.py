@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tomllib
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -48,8 +49,8 @@ code added later). Each error response lists the codes it can carry in
 (docs/errors.md): each code's status, meaning, whether a retry can help, and
 what to do."""
 
-# The API's version (info.version), read from this one place.
-API_VERSION = "1.0.0"
+# The API's version (info.version): the project's one version (docs/compatibility.md).
+API_VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 LICENSE = {"name": "Apache-2.0", "identifier": "Apache-2.0"}
 JSON = "application/json"
 INT64_MAX = 2**63 - 1
