@@ -19,7 +19,7 @@ DEV_ARGS ?=
 # `make clean DEV_STATE=1` also deletes the dev server's saved counters.
 DEV_STATE ?=
 
-.PHONY: help venv dev test test-long test-deployed lint security build unit openapi mutants lock bench clean node node-test test-repeat docs docs-serve
+.PHONY: help venv dev test test-long test-deployed lint security build unit openapi mutants lock bench clean node node-test test-repeat docs docs-serve iam-simulator
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -54,6 +54,16 @@ node: $(NODE_DIR)/dist/.built  ## Install the Node client's packages (npm ci) an
 node-test: node  ## The Node client's unit tests (node --test)
 	cd $(NODE_DIR) && node --test dist/test/unit/
 
+# The IAM policy evaluator the template tests use (tests/support/iam.py), from
+# its committed lockfile.
+IAM_DIR := tests/support/iam
+$(IAM_DIR)/node_modules/.installed: $(IAM_DIR)/package.json $(IAM_DIR)/package-lock.json
+	@command -v node >/dev/null || { echo "node not found: the IAM policy evaluator needs Node.js 20 or later on PATH"; exit 1; }
+	cd $(IAM_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+iam-simulator: $(IAM_DIR)/node_modules/.installed  ## Install the IAM policy evaluator the template tests use (npm ci)
+
 $(CHECKOV_VENV)/.installed: requirements/checkov.txt requirements/checkov-lock.txt
 	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON313) -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet -c requirements/checkov-lock.txt -r requirements/checkov.txt
@@ -62,16 +72,16 @@ $(CHECKOV_VENV)/.installed: requirements/checkov.txt requirements/checkov-lock.t
 dev: venv  ## Run the API on http://127.0.0.1:3000 (DEV_ARGS="--port 3001 --fresh" ...)
 	python -m devserver $(DEV_ARGS)
 
-test: lint security build docs node-test  ## Everything CI runs: lint, security scan, sam build, the docs site, the test suites (Node's too)
+test: lint security build docs node-test iam-simulator  ## Everything CI runs: lint, security scan, sam build, the docs site, the test suites (Node's too)
 	IDBLOCKS_REQUIRE_BUILD=1 python -m pytest
 
-test-long: venv build  ## The test suites with the concurrency proof twenty times longer (pytest --long)
+test-long: venv build iam-simulator  ## The test suites with the concurrency proof twenty times longer (pytest --long)
 	IDBLOCKS_REQUIRE_BUILD=1 python -m pytest --long
 
 # How many runs, and what pytest is given (default: every suite, as make test).
 N ?= 5
 PYTEST_ARGS ?=
-test-repeat: venv build  ## The test suites N times (N=5 PYTEST_ARGS=tests/integration); which tests failed in which run
+test-repeat: venv build iam-simulator  ## The test suites N times (N=5 PYTEST_ARGS=tests/integration); which tests failed in which run
 	IDBLOCKS_REQUIRE_BUILD=1 python -m scripts.test_repeat --runs $(N) -- $(PYTEST_ARGS)
 
 lint: venv node  ## ruff, cfn-lint, sam validate --lint; tsc --strict and eslint on the Node client
@@ -126,7 +136,8 @@ bench: build node  ## Benchmarks (not tests): client, node, server, scale (simul
 
 clean:  ## Remove everything generated (environments included); DEV_STATE=1 also the dev counters
 	rm -rf .aws-sam $(VENV) $(CHECKOV_VENV) .pytest_cache .ruff_cache .hypothesis .schemathesis .test-repeat \
-		build dist client/build bench/.cache $(NODE_DIR)/node_modules $(NODE_DIR)/dist $(NODE_DIR)/*.tgz site
+		build dist client/build bench/.cache $(NODE_DIR)/node_modules $(NODE_DIR)/dist $(NODE_DIR)/*.tgz site \
+		$(IAM_DIR)/node_modules
 	find . -path ./.git -prune -o \( -name __pycache__ -o -name '*.egg-info' \) -type d -prune -exec rm -rf {} +
 ifeq ($(DEV_STATE),1)
 	rm -rf .dev-state

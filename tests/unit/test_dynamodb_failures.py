@@ -73,7 +73,9 @@ def test_a_503_names_no_library_class(api):
     on. The class stays in the log (the request failed line's cause)."""
     with Stubber(core().store.client) as stub:
         for _ in range(store.MAX_ATTEMPTS):
-            stub.add_client_error("update_item", service_error_code="ThrottlingException", http_status_code=400)
+            stub.add_client_error(
+                "update_item", service_error_code="ThrottlingException", http_status_code=400
+            )
         reply = api.call("next-post", name="orders")
     assert_clean_503(reply)
     assert reply.body["error"]["message"] == "DynamoDB is unavailable, try again shortly"

@@ -98,6 +98,14 @@ _CATALOGUE = (
         "no",
         "Use POST.",
     ),
+    ErrorCode(
+        "foreign_event",
+        403,
+        "A function was invoked with an event that did not come through this deployment's API stage "
+        f"(another stage, or an event written by hand and sent to Lambda directly); it is logged. {_NOT_CHANGED}",
+        "no",
+        "Call the API's URL: only API Gateway invokes the functions.",
+    ),
     # -- auth (API Gateway) --------------------------------------------------
     ErrorCode(
         "invalid_signature",
@@ -136,7 +144,8 @@ _CATALOGUE = (
     ErrorCode(
         "counter_not_found",
         404,
-        "No such counter (or it was deleted). next/batch answer it only with AutoCreateCounters=false.",
+        "No such counter, or it was deleted: next/batch create a counter that never existed only with "
+        "AutoCreateCounters=true, and never bring a deleted one back (only an admin's create does).",
         "no",
         "Create the counter (POST /admin/counters), or check the name.",
     ),
@@ -220,7 +229,8 @@ _CATALOGUE = (
     ErrorCode(
         "throttled",
         429,
-        "The stage's (or, with API keys, the usage plan's) request rate was exceeded.",
+        "A method's request rate (ThrottlingRateLimit applies to each method of the stage) was "
+        "exceeded; with API keys, the client key's rate or daily quota.",
         "yes",
         "Retry with jittered exponential backoff (the client does); ask for bigger blocks to need "
         "fewer requests.",
