@@ -454,7 +454,10 @@ class Service:
             stats.write_attempts_throttled += 1
         backoff = self.rng.uniform(0, THROTTLING_BACKOFF_BASE_SECONDS * 2 ** (attempt - 1))
         left = request.invoked + self.model.function_timeout - RESPONSE_MARGIN_SECONDS - (now + latency)
-        if attempt == THROTTLED_ATTEMPTS or left - backoff < CONNECT_TIMEOUT_SECONDS + MIN_READ_TIMEOUT_SECONDS:
+        if (
+            attempt == THROTTLED_ATTEMPTS
+            or left - backoff < CONNECT_TIMEOUT_SECONDS + MIN_READ_TIMEOUT_SECONDS
+        ):
             self._finish(request, UNAVAILABLE, now + latency)
         else:
             sim.at(now + latency + backoff, self._write, request, count, attempt + 1)

@@ -119,7 +119,9 @@ class Template:
                 return physical_names[ref]
         if isinstance(value, dict) and set(value) == {"Fn::If"}:
             condition, if_true, if_false = value["Fn::If"]
-            return self._resolve(if_true if self.condition(condition) else if_false, physical_names, local=local)
+            return self._resolve(
+                if_true if self.condition(condition) else if_false, physical_names, local=local
+            )
         raise ValueError(f"cannot resolve {value!r} outside AWS; give it a local value")
 
     def condition(self, name: str) -> bool:

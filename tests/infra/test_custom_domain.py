@@ -1,7 +1,8 @@
 """The optional custom domain (template.yaml): off by default, and with a
 domain name, a regional domain that takes TLS 1.3 only, whose base path
-maps to the API's stage, the default execute-api endpoint then switched off. The functions never read the path (tests/unit/test_api_edge.py
-sends every route with a base path in it), so the mapping is all it takes.
+maps to the API's stage, the default execute-api endpoint then switched
+off. The functions never read the path (tests/unit/test_api_edge.py sends
+every route with a base path in it), so the mapping is all it takes.
 `make lint` and `make security` check the template as it deploys by
 default; here cfn-lint checks it with the domain on."""
 

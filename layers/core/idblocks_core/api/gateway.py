@@ -237,7 +237,9 @@ def resolve(routes: Routes, event: dict[str, Any], context: Any) -> dict[str, An
     the body, then the handler (whose use case checks every value)."""
     try:
         if not _from_this_stage(event):
-            return error_response(403, "foreign_event", "this function answers only its own API stage's requests")
+            return error_response(
+                403, "foreign_event", "this function answers only its own API stage's requests"
+            )
         text = _body_text(event)
         method = str(event.get("httpMethod") or "").upper()
         route = routes.get((method, str(event.get("resource"))))

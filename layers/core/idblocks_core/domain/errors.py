@@ -101,8 +101,9 @@ _CATALOGUE = (
     ErrorCode(
         "foreign_event",
         403,
-        "A function was invoked with an event that did not come through this deployment's API stage "
-        f"(another stage, or an event written by hand and sent to Lambda directly); it is logged. {_NOT_CHANGED}",
+        "A function was invoked with an event that did not come through this deployment's API "
+        "stage (another stage, or an event written by hand and sent to Lambda directly); it is "
+        f"logged. {_NOT_CHANGED}",
         "no",
         "Call the API's URL: only API Gateway invokes the functions.",
     ),
