@@ -247,3 +247,17 @@ def test_no_api_key_is_shared_by_every_client(client_auth):
     if client_auth == "API_KEY":
         (stage,) = [logical_id for logical_id, kind in types.items() if kind == "AWS::ApiGateway::Stage"]
         assert plan["Properties"]["ApiStages"] == [{"ApiId": {"Ref": "Api"}, "Stage": {"Ref": stage}}]
+
+
+@pytest.mark.parametrize("client_auth", CLIENT_AUTHS)
+def test_no_browser_page_of_another_site_may_call_the_api(client_auth):
+    """No CORS: no OPTIONS route, no Access-Control-* header in API
+    Gateway's own answers, so a browser refuses another origin's script the
+    answers (the functions' answers carry none either:
+    tests/unit/test_forged_events.py reads their headers)."""
+    template = Template(parameter_overrides={"ClientAuth": client_auth})
+    assert "Cors" not in template.resources["Api"]["Properties"]
+    body = translate(ClientAuth=client_auth)["Resources"]["Api"]["Properties"]["Body"]
+    assert all("options" not in operations for operations in body["paths"].values())
+    for response in body["x-amazon-apigateway-gateway-responses"].values():
+        assert not any("access-control" in name.lower() for name in response["responseParameters"])

@@ -107,3 +107,4 @@ def test_every_answer_says_nosniff(api, event_file):
     ):
         assert reply.headers["X-Content-Type-Options"] == "nosniff", (event_file.stem, reply.status)
         assert reply.raw["multiValueHeaders"]["X-Content-Type-Options"] == ["nosniff"]
+        assert not any(name.lower().startswith("access-control") for name in reply.headers)  # no CORS

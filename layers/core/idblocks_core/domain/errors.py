@@ -128,9 +128,11 @@ _CATALOGUE = (
     ErrorCode(
         "access_denied",
         403,
-        "The caller is authenticated but its IAM policy does not allow execute-api:Invoke on this route.",
+        "The caller is authenticated but its IAM policy does not allow execute-api:Invoke on this route "
+        "(or on this counter: a client policy may name only some counters).",
         "no",
-        "Grant the caller's role execute-api:Invoke on the route.",
+        "Attach the stack's ClientPolicyArn (next, batch) or AdminPolicyArn policy to the caller's role, "
+        "or grant execute-api:Invoke on the route's ARN; nothing on Lambda is needed.",
         "gateway",
     ),
     ErrorCode(
