@@ -60,6 +60,8 @@ def test_every_route_over_http_then_a_restart_carries_on(state_file):
         assert again.post("/counters/orders/next").json() == {"counter": "orders", "id": 103}
         # the deleted counter's high-water mark survived too
         assert again.post("/admin/counters", {"name": "invoices", "start": 4999}).status_code == 409
+        assert again.post("/counters/invoices/next").status_code == 404  # deleted: only an admin revives it
+        assert again.post("/admin/counters", {"name": "invoices"}).json()["next"] == 5000
         assert again.post("/counters/invoices/next").json()["id"] == 5000
 
 

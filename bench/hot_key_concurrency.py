@@ -4,7 +4,7 @@ counter item, whose budget is 1,000 writes/s, with the store's bounded retry
 of a throttled write and with the one it replaced (4 attempts, backoffs of up
 to 1, 2 and 4 s), side by side in one run.
 
-    python -m scripts.hot_key_concurrency [CLIENTS ...]     (default: 10 50 100 1000)
+    python -m bench.hot_key_concurrency [CLIENTS ...]     (default: 10 50 100 1000)
 
 Prints, per policy and number of callers, the environments the function
 needed (the model's concurrency, capped at its 1,000), the IDs/s served and
