@@ -108,3 +108,16 @@ def test_every_answer_says_nosniff(api, event_file):
         assert reply.headers["X-Content-Type-Options"] == "nosniff", (event_file.stem, reply.status)
         assert reply.raw["multiValueHeaders"]["X-Content-Type-Options"] == ["nosniff"]
         assert not any(name.lower().startswith("access-control") for name in reply.headers)  # no CORS
+
+
+@pytest.mark.parametrize("event", [[], "v1", None, 7], ids=["list", "text", "null", "number"])
+def test_a_payload_that_is_not_an_event_at_all_is_refused(api, table_snapshot, event):
+    """A direct invocation may send any JSON, not only an object."""
+    from localrun.invoke import LocalContext, load_handler
+
+    spec = api.functions["BatchFunction"]
+    before = table_snapshot()
+    answer = load_handler(spec)(event, LocalContext("BatchFunction", spec.timeout_seconds))
+    assert answer["statusCode"] == 403
+    assert json.loads(answer["body"])["error"]["code"] == "foreign_event"
+    assert table_snapshot() == before

@@ -278,7 +278,7 @@ def resolve(routes: Routes, event: dict[str, Any], context: Any) -> dict[str, An
 def _from_this_stage(event: dict[str, Any]) -> bool:
     """Whether API Gateway's part of the event names this deployment's stage;
     an event that does not is logged with what it claimed, and refused."""
-    context = event.get("requestContext")
+    context = event.get("requestContext") if isinstance(event, dict) else None
     context = context if isinstance(context, dict) else {}
     identity = context.get("identity") if isinstance(context.get("identity"), dict) else {}
     stage, api_id = context.get("stage"), context.get("apiId")
@@ -287,10 +287,11 @@ def _from_this_stage(event: dict[str, Any]) -> bool:
         return True
     logger.warning(
         "event refused: not from this API stage",
-        claimed_stage=repr(stage),
-        claimed_api_id=repr(api_id),
+        # repr, cut short: what an event claims is anything its writer chose
+        claimed_stage=repr(stage)[:200],
+        claimed_api_id=repr(api_id)[:200],
         expected_stage=expected,
-        claimed_caller=repr(identity.get("userArn") or identity.get("apiKeyId")),
+        claimed_caller=repr(identity.get("userArn") or identity.get("apiKeyId"))[:300],
     )
     return False
 
