@@ -198,8 +198,9 @@ def test_a_client_may_not_invoke_a_function_directly():
     assert set(decisions) == {"ImplicitlyDenied"}, decisions
 
 
-def test_the_admin_policy_allows_the_admin_routes_and_nothing_else():
-    policy = managed_policy(stack(), "AdminPolicy")
+@pytest.mark.parametrize("client_auth", CLIENT_AUTHS)
+def test_the_admin_policy_allows_the_admin_routes_and_nothing_else(client_auth):
+    policy = managed_policy(stack(ClientAuth=client_auth), "AdminPolicy")
     cases = _every_route(("orders",))
     decisions = invoke(
         policy, *(arn for _, _, arn in cases), route_arn("GET", "/admin/counters", stage="test")
