@@ -19,7 +19,7 @@ DEV_ARGS ?=
 # `make clean DEV_STATE=1` also deletes the dev server's saved counters.
 DEV_STATE ?=
 
-.PHONY: help venv dev test test-long test-deployed lint security build unit openapi api-tools mutants lock bench clean node node-test test-repeat docs docs-serve dist
+.PHONY: help venv dev test test-long test-deployed lint security build unit openapi api-tools mutants lock bench clean node node-test test-repeat docs docs-serve dist iam-simulator
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -70,6 +70,16 @@ $(API_TOOLS)/node_modules/.installed: $(API_TOOLS)/package.json $(API_TOOLS)/pac
 
 api-tools: $(API_TOOLS)/node_modules/.installed  ## Install the tools for docs/openapi.json (npm ci in api-tools/): Redocly, openapi-typescript
 
+# The IAM policy evaluator the template tests use (tests/support/iam.py), from
+# its committed lockfile.
+IAM_DIR := tests/support/iam
+$(IAM_DIR)/node_modules/.installed: $(IAM_DIR)/package.json $(IAM_DIR)/package-lock.json
+	@command -v node >/dev/null || { echo "node not found: the IAM policy evaluator needs Node.js 20 or later on PATH"; exit 1; }
+	cd $(IAM_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+iam-simulator: $(IAM_DIR)/node_modules/.installed  ## Install the IAM policy evaluator the template tests use (npm ci)
+
 $(CHECKOV_VENV)/.installed: requirements/checkov.txt requirements/checkov-lock.txt
 	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON313) -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet -c requirements/checkov-lock.txt -r requirements/checkov.txt
@@ -78,16 +88,16 @@ $(CHECKOV_VENV)/.installed: requirements/checkov.txt requirements/checkov-lock.t
 dev: venv  ## Run the API on http://127.0.0.1:3000 (DEV_ARGS="--port 3001 --fresh" ...)
 	python -m devserver $(DEV_ARGS)
 
-test: lint security build docs node-test api-tools  ## Everything CI runs: lint, security scan, sam build, the docs site, the test suites (Node's too)
+test: lint security build docs node-test api-tools iam-simulator  ## Everything CI runs: lint, security scan, sam build, the docs site, the test suites (Node's too)
 	IDBLOCKS_REQUIRE_BUILD=1 python -m pytest
 
-test-long: venv build  ## The test suites with the concurrency proof twenty times longer (pytest --long)
+test-long: venv build api-tools iam-simulator  ## The test suites with the concurrency proof twenty times longer (pytest --long)
 	IDBLOCKS_REQUIRE_BUILD=1 python -m pytest --long
 
 # How many runs, and what pytest is given (default: every suite, as make test).
 N ?= 5
 PYTEST_ARGS ?=
-test-repeat: venv build  ## The test suites N times (N=5 PYTEST_ARGS=tests/integration); which tests failed in which run
+test-repeat: venv build api-tools iam-simulator  ## The test suites N times (N=5 PYTEST_ARGS=tests/integration); which tests failed in which run
 	IDBLOCKS_REQUIRE_BUILD=1 python -m scripts.test_repeat --runs $(N) -- $(PYTEST_ARGS)
 
 # mypy reads its folders from pyproject.toml ([tool.mypy]); the client is
@@ -124,13 +134,21 @@ build: venv  ## sam build (the layer and the three functions, arm64)
 unit: venv  ## The fast in-process tests (tests/unit), for every change; make test runs the rest
 	python -m pytest -n auto -p no:schemathesis -p no:hypothesispytest -p no:anyio tests/unit
 
-# STACK or URL, e.g. make test-deployed STACK=idblocks-dev (REGION=eu-west-1).
+# STACK or URL, e.g. make test-deployed STACK=idblocks-dev (REGION=eu-west-1);
+# with CLIENT_ROLE (a role ARN to assume) or CLIENT_PROFILE, and CLIENT_COUNTER
+# and OTHER_COUNTER, also what a least-privileged client may and may not do.
 STACK ?=
 URL ?=
 REGION ?=
-test-deployed: venv  ## tests/e2e against a deployed stack: STACK=name or URL=https://... (signed with your AWS credentials)
+CLIENT_ROLE ?=
+CLIENT_PROFILE ?=
+CLIENT_COUNTER ?=
+OTHER_COUNTER ?=
+test-deployed: venv  ## tests/e2e against a deployed stack: STACK=name or URL=https://... (CLIENT_ROLE=arn CLIENT_COUNTER= OTHER_COUNTER=)
 	$(if $(STACK)$(URL),,$(error make test-deployed needs STACK=<stack name> or URL=<the stack's ApiUrl>))
-	python -m tests.e2e.deployed --stack "$(STACK)" --url "$(URL)" --region "$(REGION)"
+	python -m tests.e2e.deployed --stack "$(STACK)" --url "$(URL)" --region "$(REGION)" \
+		--client-role-arn "$(CLIENT_ROLE)" --client-profile "$(CLIENT_PROFILE)" \
+		--client-counter "$(CLIENT_COUNTER)" --other-counter "$(OTHER_COUNTER)"
 
 docs: venv  ## Build the documentation site into site/ (strict: a broken link or a page missing from the nav fails)
 	mkdocs build --strict --quiet
@@ -166,7 +184,7 @@ bench: build node  ## Benchmarks (not tests): client, node, server, scale (simul
 clean:  ## Remove everything generated (environments included); DEV_STATE=1 also the dev counters
 	rm -rf .aws-sam $(VENV) $(CHECKOV_VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis .schemathesis .test-repeat \
 		build dist client/build bench/.cache $(NODE_DIR)/node_modules $(NODE_DIR)/dist $(NODE_DIR)/*.tgz site \
-		$(API_TOOLS)/node_modules $(API_TOOLS)/generated $(API_TOOLS)/dist
+		$(API_TOOLS)/node_modules $(API_TOOLS)/generated $(API_TOOLS)/dist $(IAM_DIR)/node_modules
 	find . -path ./.git -prune -o \( -name __pycache__ -o -name '*.egg-info' \) -type d -prune -exec rm -rf {} +
 ifeq ($(DEV_STATE),1)
 	rm -rf .dev-state

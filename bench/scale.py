@@ -40,8 +40,8 @@ point here is the counter item; a deployment serving more than those needs
 them raised.
 
 Throttling, as the service does it (idblocks_core.dal.counter_store): a
-throttled write is tried again up to MAX_ATTEMPTS times in all, after a
-backoff uniform in [0, 1 s * 2^(k-1)], while the function's time (the
+throttled write is tried up to THROTTLED_ATTEMPTS (2) times in all, after a
+backoff uniform in [0, 50 ms * 2^(k-1)], while the function's time (the
 template's default FunctionTimeout, 15 s) allows; then the request is
 answered 503 with Retry-After: 1. A Sequence's backend (its RetryPolicy: the
 real object, with a seeded generator) retries a 503 or a refusal after
@@ -110,9 +110,9 @@ if _LAYER not in sys.path:
 
 from idblocks_core.dal.counter_store import (  # noqa: E402
     CONNECT_TIMEOUT_SECONDS,
-    MAX_ATTEMPTS,
     MIN_READ_TIMEOUT_SECONDS,
     RESPONSE_MARGIN_SECONDS,
+    THROTTLED_ATTEMPTS,
     THROTTLING_BACKOFF_BASE_SECONDS,
 )
 from idblocks_core.domain.errors import ServiceUnavailable  # noqa: E402
@@ -454,7 +454,10 @@ class Service:
             stats.write_attempts_throttled += 1
         backoff = self.rng.uniform(0, THROTTLING_BACKOFF_BASE_SECONDS * 2 ** (attempt - 1))
         left = request.invoked + self.model.function_timeout - RESPONSE_MARGIN_SECONDS - (now + latency)
-        if attempt == MAX_ATTEMPTS or left - backoff < CONNECT_TIMEOUT_SECONDS + MIN_READ_TIMEOUT_SECONDS:
+        if (
+            attempt == THROTTLED_ATTEMPTS
+            or left - backoff < CONNECT_TIMEOUT_SECONDS + MIN_READ_TIMEOUT_SECONDS
+        ):
             self._finish(request, UNAVAILABLE, now + latency)
         else:
             sim.at(now + latency + backoff, self._write, request, count, attempt + 1)
@@ -801,7 +804,7 @@ def model_facts(model: Model) -> dict[str, Any]:
         "model.function_timeout_s": model.function_timeout,
         "model.next_rate_per_client": model.next_rate,
         "model.block_rate_per_client": model.block_rate,
-        "model.service_attempts": MAX_ATTEMPTS,
+        "model.service_attempts": THROTTLED_ATTEMPTS,
         "model.service_throttle_backoff_base_s": THROTTLING_BACKOFF_BASE_SECONDS,
         "model.retry_after_s": RETRY_AFTER,
         "model.client_attempts": model.retry.attempts,

@@ -37,7 +37,8 @@ from localrun.invoke import LocalContext, load_handler
 from localrun.template import ROOT, FunctionSpec, default_template
 
 log = logging.getLogger("devserver")
-NO_STORE = {"Cache-Control": "no-store"}
+# As every answer of the API's (idblocks_core.api.gateway).
+ANSWER_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 
 
 class FunctionTimedOut(Exception):
@@ -158,6 +159,17 @@ def unknown_route(answer: Response, method: str, path: str) -> Response:
     return answer
 
 
+def printable(text: str) -> str:
+    """``text`` with every character that is not printable (control
+    characters, line and paragraph separators) and the backslash escaped as
+    Python escapes them: a request's decoded path cannot start a forged log
+    line (%0A) or write a NUL (%00) into the log."""
+    return "".join(
+        char if char.isprintable() and char != "\\" else char.encode("unicode_escape").decode("ascii")
+        for char in text
+    )
+
+
 def create_app(api: Api, runner: InProcessRunner, openapi: dict[str, Any]) -> Any:
     """SAM CLI's Flask app for the API, with /openapi.json and a log line per request."""
     service = LocalApigwService(api=api, lambda_runner=runner, stderr=StreamWriter(sys.stderr))
@@ -188,7 +200,7 @@ def create_app(api: Api, runner: InProcessRunner, openapi: dict[str, Any]) -> An
             request.get_data(cache=True).decode("utf-8")
         except UnicodeDecodeError:
             body = {"error": {"code": "invalid_body", "message": "request body is not UTF-8 text"}}
-            return Response(json.dumps(body), status=400, mimetype="application/json", headers=NO_STORE)
+            return Response(json.dumps(body), status=400, mimetype="application/json", headers=ANSWER_HEADERS)
         return None
 
     @app.after_request
@@ -196,7 +208,8 @@ def create_app(api: Api, runner: InProcessRunner, openapi: dict[str, Any]) -> An
         took = (time.perf_counter() - g.get("started", time.perf_counter())) * 1000
         target = g.get("function", "-")
         path = request.full_path.rstrip("?")
-        log.info("%s %s -> %s %d (%.1f ms)", request.method, path, target, response.status_code, took)
+        method, path = printable(request.method), printable(path)
+        log.info("%s %s -> %s %d (%.1f ms)", method, path, target, response.status_code, took)
         return response
 
     return app

@@ -15,6 +15,12 @@ from samcli.yamlhelper import yaml_parse
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "template.yaml"
 
+# Where a local run (the dev server, the in-process tests, the benchmarks)
+# departs from a deployment's default, unless told otherwise: next/batch
+# create the counters they are asked for, so trying it out needs no admin
+# call first. A deployment creates its counters through the admin API.
+LOCAL_DEFAULTS = {"AutoCreateCounters": "true"}
+
 
 @dataclass(frozen=True)
 class FunctionSpec:
@@ -38,6 +44,10 @@ class Template:
         if unknown:
             raise ValueError(f"template.yaml has no parameter(s) {sorted(unknown)}")
         self.parameters.update(parameter_overrides or {})
+        # What the functions run with locally: LOCAL_DEFAULTS, save where overridden.
+        self.local_parameters = self.parameters | {
+            name: value for name, value in LOCAL_DEFAULTS.items() if name not in (parameter_overrides or {})
+        }
 
     def of_type(self, resource_type: str) -> dict[str, Any]:
         return {k: v for k, v in self.resources.items() if v["Type"] == resource_type}
@@ -82,31 +92,36 @@ class Template:
         return specs
 
     def environment(self, logical_id: str, physical_names: dict[str, str]) -> dict[str, str]:
-        """A function's environment variables: Globals merged with its own,
-        Refs resolved to parameter values or to ``physical_names`` of resources."""
+        """A function's environment variables as a local run gives them:
+        Globals merged with its own, Refs resolved to parameter values (with
+        LOCAL_DEFAULTS) or to ``physical_names`` of resources."""
         globals_ = self.raw.get("Globals", {}).get("Function", {})
         variables = dict(globals_.get("Environment", {}).get("Variables", {}))
         own = self.resources[logical_id]["Properties"].get("Environment", {}).get("Variables", {})
         variables.update(own)
-        return {key: self._resolve(value, physical_names) for key, value in variables.items()}
+        return {key: self._resolve(value, physical_names, local=True) for key, value in variables.items()}
 
-    def _resolve(self, value: Any, physical_names: dict[str, str]) -> str:
+    def _resolve(self, value: Any, physical_names: dict[str, str], *, local: bool = False) -> str:
         """A value as CloudFormation would give it: literals, Refs to
-        parameters (their defaults, or the overrides) and to resources
-        (``physical_names``), and Fn::If on the template's Conditions."""
+        parameters (their defaults, or the overrides; ``local``: with
+        LOCAL_DEFAULTS) and to resources (``physical_names``), and Fn::If on
+        the template's Conditions."""
         if isinstance(value, bool):
             return str(value).lower()
         if isinstance(value, str | int | float):
             return str(value)
         if isinstance(value, dict) and set(value) == {"Ref"}:
             ref = value["Ref"]
-            if ref in self.parameters:
-                return self.parameters[ref]
+            parameters = self.local_parameters if local else self.parameters
+            if ref in parameters:
+                return parameters[ref]
             if ref in physical_names:
                 return physical_names[ref]
         if isinstance(value, dict) and set(value) == {"Fn::If"}:
             condition, if_true, if_false = value["Fn::If"]
-            return self._resolve(if_true if self.condition(condition) else if_false, physical_names)
+            return self._resolve(
+                if_true if self.condition(condition) else if_false, physical_names, local=local
+            )
         raise ValueError(f"cannot resolve {value!r} outside AWS; give it a local value")
 
     def condition(self, name: str) -> bool:

@@ -3,6 +3,12 @@
 A dev server needs no signature. A deployed stack takes SigV4 on the admin
 routes always, and on next/batch unless the stack was deployed with another
 ClientAuth: then IDBLOCKS_E2E_API_KEY (API_KEY) or IDBLOCKS_E2E_CLIENT_AUTH=none.
+
+A least-privileged client principal (tests/e2e/test_least_privilege.py) is
+IDBLOCKS_E2E_CLIENT_ROLE_ARN (a role to assume, e.g. one with only the
+stack's ClientPolicyArn attached) or IDBLOCKS_E2E_CLIENT_PROFILE, with
+IDBLOCKS_E2E_CLIENT_COUNTER (a counter its policy names) and
+IDBLOCKS_E2E_OTHER_COUNTER (one it does not).
 """
 
 from __future__ import annotations
@@ -18,6 +24,10 @@ from idblocks import ApiKeyAuth, HttpBackend, IamAuth, NoAuth, RetryPolicy
 from idblocks.backend import Auth
 
 URL_VARIABLE = "IDBLOCKS_E2E_URL"
+CLIENT_ROLE_VARIABLE = "IDBLOCKS_E2E_CLIENT_ROLE_ARN"
+CLIENT_PROFILE_VARIABLE = "IDBLOCKS_E2E_CLIENT_PROFILE"
+CLIENT_COUNTER_VARIABLE = "IDBLOCKS_E2E_CLIENT_COUNTER"
+OTHER_COUNTER_VARIABLE = "IDBLOCKS_E2E_OTHER_COUNTER"
 
 
 @dataclass(frozen=True)
@@ -66,6 +76,64 @@ class Target:
         # Generous: a cold Lambda or a busy machine must not fail the run.
         retry = RetryPolicy(attempts=10, deadline=120)
         return HttpBackend(self.url, auth=self.admin_auth if admin else self.client_auth, retry=retry)
+
+
+@dataclass(frozen=True)
+class ClientPrincipal:
+    """A least-privileged caller: a role to assume or a profile, the counter
+    its policy lets it take IDs from, and one its policy does not name."""
+
+    role_arn: str | None
+    profile: str | None
+    counter: str
+    other_counter: str
+
+    @classmethod
+    def from_environment(cls, environ: Any = os.environ) -> ClientPrincipal | None:
+        role, profile = (
+            environ.get(CLIENT_ROLE_VARIABLE) or None,
+            environ.get(CLIENT_PROFILE_VARIABLE) or None,
+        )
+        if role is None and profile is None:
+            return None
+        return cls(role, profile, environ[CLIENT_COUNTER_VARIABLE], environ[OTHER_COUNTER_VARIABLE])
+
+    def session(self, sts: Any = None) -> Any:
+        """A botocore session with this principal's credentials: the
+        profile's, or the role's, assumed with the caller's own credentials
+        and renewed before they expire."""
+        import botocore.session
+        from botocore.credentials import (
+            AssumeRoleCredentialFetcher,
+            CredentialProvider,
+            DeferredRefreshableCredentials,
+        )
+
+        if self.profile is not None:
+            return botocore.session.Session(profile=self.profile)
+        source = botocore.session.Session()
+        fetcher = AssumeRoleCredentialFetcher(
+            client_creator=(lambda *args, **kwargs: sts) if sts is not None else source.create_client,
+            source_credentials=source.get_credentials(),
+            role_arn=self.role_arn,
+            extra_args={"RoleSessionName": "idblocks-e2e-client"},
+        )
+        assumed = DeferredRefreshableCredentials(
+            method="assume-role", refresh_using=fetcher.fetch_credentials
+        )
+
+        class AssumedRole(CredentialProvider):
+            METHOD = CANONICAL_NAME = "idblocks-e2e-client-role"
+
+            def load(self) -> Any:
+                return assumed
+
+        session = botocore.session.Session()
+        session.get_component("credential_provider").insert_before("env", AssumedRole())
+        return session
+
+    def auth(self, sts: Any = None) -> Auth:
+        return IamAuth(session=self.session(sts))
 
 
 def url_from_stack(stack: str, cloudformation: Any) -> str:

@@ -7,7 +7,14 @@ import pytest
 
 from tests.support.sam import translate
 
-ALARMS = {"CountersThrottleAlarm", "Api5xxAlarm", "FunctionErrorsAlarm", "ApiLatencyAlarm", "CounterLowAlarm"}
+ALARMS = {
+    "CountersThrottleAlarm",
+    "Api4xxAlarm",
+    "Api5xxAlarm",
+    "FunctionErrorsAlarm",
+    "ApiLatencyAlarm",
+    "CounterLowAlarm",
+}
 TOPIC = "arn:aws:sns:us-east-1:123456789012:idblocks-alarms"
 
 
@@ -50,7 +57,11 @@ def test_api_alarms_name_the_api_as_sam_names_it():
     cfn = translate(StageName="prod")
     assert cfn["Resources"]["Api"]["Properties"]["Body"]["info"]["title"] == {"Ref": "AWS::StackName"}
     alarms = _alarms(cfn)
-    for logical_id, metric in (("Api5xxAlarm", "5XXError"), ("ApiLatencyAlarm", "Latency")):
+    for logical_id, metric in (
+        ("Api4xxAlarm", "4XXError"),
+        ("Api5xxAlarm", "5XXError"),
+        ("ApiLatencyAlarm", "Latency"),
+    ):
         [(namespace, name, dimensions)] = _stats(alarms[logical_id])
         assert (namespace, name) == ("AWS/ApiGateway", metric)
         assert dimensions == {"ApiName": {"Ref": "AWS::StackName"}, "Stage": "prod"}

@@ -1,7 +1,8 @@
 """The optional custom domain (template.yaml): off by default, and with a
-domain name, a regional domain with TLS 1.2 whose base path maps to the
-API's stage. The functions never read the path (tests/unit/test_api_edge.py
-sends every route with a base path in it), so the mapping is all it takes.
+domain name, a regional domain that takes TLS 1.3 only, whose base path
+maps to the API's stage, the default execute-api endpoint then switched
+off. The functions never read the path (tests/unit/test_api_edge.py sends
+every route with a base path in it), so the mapping is all it takes.
 `make lint` and `make security` check the template as it deploys by
 default; here cfn-lint checks it with the domain on."""
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from localrun.template import ROOT, Template
+from tests.support.sam import translate
 
 DOMAIN = {
     "CustomDomainName": "ids.example.com",
@@ -38,11 +40,48 @@ def test_a_domain_maps_its_base_path_to_the_stage(base_path, mapped):
     assert template.condition("HasCustomDomain")
     assert template.condition("HasCustomBasePath") is mapped
     domain = template.resources["ApiDomain"]["Properties"]
-    assert (domain["SecurityPolicy"], domain["EndpointConfiguration"]["Types"]) == ("TLS_1_2", ["REGIONAL"])
+    assert domain["EndpointConfiguration"]["Types"] == ["REGIONAL"]
     assert domain["RegionalCertificateArn"] == {"Ref": "CustomDomainCertificateArn"}
     mapping = template.resources["ApiBasePathMapping"]["Properties"]
     assert (mapping["RestApiId"], mapping["Stage"]) == ({"Ref": "Api"}, {"Ref": "Api.Stage"})
     assert mapping["BasePath"]["Fn::If"][0] == "HasCustomBasePath"
+
+
+@pytest.mark.parametrize("domain", [{}, DOMAIN], ids=["no domain", "domain"])
+def test_tls_1_3_only_on_the_domain_and_on_the_apis_own_endpoint(domain):
+    """The domain took TLS_1_2, and the default endpoint beside it TLS 1.0
+    (a REST API's default before its own policy could be set). Now both
+    take the enhanced policy that accepts TLS 1.3 only, in STRICT access
+    mode (a request whose SNI names another host is refused); API Gateway
+    negotiates with the API's own policy even through the domain."""
+    resources = translate(**domain)["Resources"]
+    api = resources["Api"]["Properties"]
+    policy = ("SecurityPolicy_TLS13_1_3_2025_09", "STRICT")
+    assert (api["SecurityPolicy"], api["EndpointAccessMode"]) == policy
+    if domain:
+        props = resources["ApiDomain"]["Properties"]
+        assert (props["SecurityPolicy"], props["EndpointAccessMode"]) == policy
+
+
+@pytest.mark.parametrize(
+    ("parameters", "disabled"),
+    [
+        ({}, False),
+        ({"DisableExecuteApiEndpoint": "true"}, False),  # without a domain it is the only way in
+        (DOMAIN, True),
+        (DOMAIN | {"DisableExecuteApiEndpoint": "false"}, False),
+    ],
+)
+def test_with_a_domain_the_default_endpoint_is_switched_off(parameters, disabled):
+    """With a domain, the execute-api endpoint stayed open beside it. Now it
+    is off unless DisableExecuteApiEndpoint says false, and ApiUrl is the
+    domain's URL."""
+    cfn = translate(**parameters)
+    body = cfn["Resources"]["Api"]["Properties"]["Body"]
+    assert body["x-amazon-apigateway-endpoint-configuration"]["disableExecuteApiEndpoint"] is disabled
+    url = cfn["Outputs"]["ApiUrl"]["Value"]
+    assert ("ids.example.com" in str(url)) is disabled
+    assert ("execute-api" in str(url)) is not disabled
 
 
 def test_the_template_with_a_domain_lints_clean(tmp_path):

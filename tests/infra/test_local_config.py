@@ -8,6 +8,7 @@ import boto3
 
 from localrun.tables import TABLE_NAMES
 from localrun.template import ROOT
+from tests.support.sam import translate
 
 
 def test_sam_local_env_vars_override_only_variables_the_template_declares(template):
@@ -21,7 +22,12 @@ def test_sam_local_env_vars_override_only_variables_the_template_declares(templa
 
 
 def test_the_endpoint_variable_is_empty_in_aws_and_botocore_then_ignores_it(template, monkeypatch):
-    assert template.raw["Parameters"]["DynamoDbEndpoint"]["Default"] == ""
+    """No parameter sets it (DynamoDbEndpoint took any host, to which the
+    functions would have sent their signed DynamoDB traffic): only a local
+    run's environment (`sam local --env-vars`, the dev server) points it elsewhere."""
+    assert "DynamoDbEndpoint" not in template.raw["Parameters"]
+    assert template.raw["Globals"]["Function"]["Environment"]["Variables"]["AWS_ENDPOINT_URL_DYNAMODB"] == ""
+    assert all("DynamoDbEndpoint" not in str(r) for r in translate()["Resources"].values())
     assert (
         template.environment("NextFunction", {"CountersTable": "c", "IdempotencyTable": "i"})[
             "AWS_ENDPOINT_URL_DYNAMODB"

@@ -19,11 +19,6 @@ REVIEWED = {
     "CKV_AWS_120": {"Api"},  # caching: would serve one ID twice
     "CKV_AWS_116": {"NextFunction", "BatchFunction", "AdminFunction"},  # DLQ: synchronous invocations
     "CKV_AWS_117": {"NextFunction", "BatchFunction", "AdminFunction"},  # VPC: nothing to reach inside one
-    "CKV_AWS_115": {
-        "NextFunction",
-        "BatchFunction",
-        "AdminFunction",
-    },  # reserved concurrency: stage throttling
     "CKV_AWS_173": {"NextFunction", "BatchFunction", "AdminFunction"},  # env var KMS: no secrets there
     "CKV_AWS_119": {"CountersTable", "IdempotencyTable"},  # CMK: AWS managed key encrypts at rest
     "CKV_AWS_158": {

@@ -55,14 +55,6 @@ def test_the_translated_api_has_exactly_the_expected_routes():
     assert set(method_security(translate())) == set(EXPECTED_ROUTES)
 
 
-@pytest.mark.parametrize("client_auth", ["AWS_IAM", "API_KEY", "NONE"])
-def test_usage_plan_and_key_exist_only_with_api_key_auth(client_auth):
-    types = {r["Type"] for r in translate(ClientAuth=client_auth)["Resources"].values()}
-    plan = {"AWS::ApiGateway::UsagePlan", "AWS::ApiGateway::ApiKey", "AWS::ApiGateway::UsagePlanKey"}
-    assert (plan <= types) == (client_auth == "API_KEY")
-    assert (plan & types == set()) == (client_auth != "API_KEY")
-
-
 def test_default_client_auth_is_iam(template):
     assert template.raw["Parameters"]["ClientAuth"]["Default"] == "AWS_IAM"
 
@@ -179,7 +171,9 @@ def test_parameters_reach_the_functions(template):
     assert env["MAX_BATCH_SIZE"] == {"Ref": "MaxBatchSize"}
     assert env["POWERTOOLS_LOG_LEVEL"] == {"Ref": "LogLevel"}
     params = template.raw["Parameters"]
-    assert params["AutoCreateCounters"]["Default"] == "true"
+    assert (
+        params["AutoCreateCounters"]["Default"] == "false"
+    )  # an operator creates counters (docs/security.md)
     assert params["MaxBatchSize"]["Default"] == 1000000
     assert set(params["ClientAuth"]["AllowedValues"]) == {"AWS_IAM", "API_KEY", "NONE"}
 
@@ -227,12 +221,16 @@ def test_the_gateways_own_errors_have_the_apis_shape_and_are_never_cached(client
     403 {"message": "Missing Authentication Token"} (and throttling, bad auth,
     timeouts likewise): no error code, no Cache-Control. The deployed API (the
     template as the SAM transform turns it into CloudFormation) now gives each
-    the API's error body and Cache-Control: no-store."""
+    the API's error body, Cache-Control: no-store and, as every answer of the
+    functions, X-Content-Type-Options: nosniff."""
     body = translate(ClientAuth=client_auth)["Resources"]["Api"]["Properties"]["Body"]
     responses = body.get("x-amazon-apigateway-gateway-responses", {})
     assert set(responses) == GATEWAY_RESPONSE_TYPES
     for kind, response in responses.items():
-        assert response["responseParameters"] == {"gatewayresponse.header.Cache-Control": "'no-store'"}, kind
+        assert response["responseParameters"] == {
+            "gatewayresponse.header.Cache-Control": "'no-store'",
+            "gatewayresponse.header.X-Content-Type-Options": "'nosniff'",
+        }, kind
         # API Gateway fills $context variables in; a JSON string value stands in for one here
         template_body = response["responseTemplates"]["application/json"]
         filled = json.loads(template_body.replace("$context.error.messageString", '"Forbidden"'))

@@ -60,6 +60,8 @@ def test_every_route_over_http_then_a_restart_carries_on(state_file):
         assert again.post("/counters/orders/next").json() == {"counter": "orders", "id": 103}
         # the deleted counter's high-water mark survived too
         assert again.post("/admin/counters", {"name": "invoices", "start": 4999}).status_code == 409
+        assert again.post("/counters/invoices/next").status_code == 404  # deleted: only an admin revives it
+        assert again.post("/admin/counters", {"name": "invoices"}).json()["next"] == 5000
         assert again.post("/counters/invoices/next").json()["id"] == 5000
 
 
@@ -97,6 +99,23 @@ def test_logs_each_request(state_file):
         dev.stop()
     log = "".join(dev.output)
     assert "POST /counters/orders/next -> NextFunction 200" in log
+
+
+def test_the_log_escapes_control_characters_of_a_path(state_file):
+    """The log wrote the decoded path raw: %0A started a line of the
+    caller's choosing and %00 wrote a NUL into the log. Each request is
+    still one line, its control characters escaped."""
+    forged = "%0A12:00:00%20DELETE%20everything%20-%3E%20AdminFunction%20204%00"
+    with DevServer(state_file=state_file) as dev:
+        reply = requests.post(f"{dev.url}/counters/x{forged}/next", timeout=30)
+        assert reply.status_code == 400  # not a name: the function refused it
+        dev.stop()
+    log = "".join(dev.output)
+    assert "\x00" not in log
+    assert not any(line.startswith("12:00:00 DELETE") for line in log.splitlines())
+    assert (
+        "/counters/x\\n12:00:00 DELETE everything -> AdminFunction 204\\x00/next -> NextFunction 400" in log
+    )
 
 
 def test_state_survives_a_crash(state_file):

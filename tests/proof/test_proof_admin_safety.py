@@ -1,5 +1,5 @@
 """Admin safety: moving a counter back, deleting and re-creating it, letting
-next auto-create a deleted name, exhausting max, and admin PUTs racing
+next meet a deleted name (refused until an admin re-creates it), exhausting max, and admin PUTs racing
 allocations. Through two dev servers sharing one DynamoDB, over HTTP, with
 allocations running all the while. None may hand out an ID twice."""
 
@@ -168,9 +168,12 @@ def test_exhausting_max_under_concurrency_hands_out_exactly_up_to_max(dev):
     assert max(end for _, end in got) == top
 
 
-def test_auto_create_of_a_deleted_name_continues_above_it(dev):
+def test_a_deleted_name_stays_deleted_for_clients_and_an_admin_continues_above_it(dev):
     url = dev.urls[0]
     first = requests.post(f"{url}/counters/reborn/batch", json={"count": 100}, timeout=30).json()
     assert requests.delete(f"{url}/admin/counters/reborn", timeout=30).status_code == 204
-    again = requests.post(f"{dev.urls[1]}/counters/reborn/next", timeout=30).json()
-    assert again["id"] == first["end"] + 1
+    refused = requests.post(f"{dev.urls[1]}/counters/reborn/next", timeout=30)
+    assert (refused.status_code, refused.json()["error"]["code"]) == (404, "counter_not_found")
+    made = requests.post(f"{dev.urls[1]}/admin/counters", json={"name": "reborn"}, timeout=30).json()
+    assert made["next"] == first["end"] + 1
+    assert requests.post(f"{url}/counters/reborn/next", timeout=30).json()["id"] == first["end"] + 1

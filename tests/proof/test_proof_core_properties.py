@@ -81,9 +81,14 @@ class CounterMachine(RuleBasedStateMachine):
             assert name in self.live
             assert self.next[name] + count - 1 > self.max[name]
             return
+        except errors.CounterNotFound:  # deleted: only an admin's create brings it back
+            assert name in self.next
+            assert name not in self.live
+            return
         expected_start = self.next.get(name, 1)
-        if name not in self.live:  # auto-created, or revived after its high-water mark
-            self.max[name] = max(rules.DEFAULT_MAX_ID, expected_start - 1)
+        if name not in self.live:  # auto-created: it never existed
+            assert name not in self.next
+            self.max[name] = rules.DEFAULT_MAX_ID
             self.live.add(name)
         assert block.start == expected_start
         assert block.end == block.start + count - 1 <= self.max[name]

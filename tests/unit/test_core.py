@@ -143,12 +143,29 @@ def test_revive_refuses_when_the_high_water_mark_moved(store, core):
     assert store.revive("orders", seen_hwm=10, first_id=11, max_id=100).next == 11
 
 
-def test_auto_revive_keeps_an_exhausted_counter_exhausted(core):
+def test_an_admins_revive_keeps_an_exhausted_counter_exhausted(core):
     core.admin.create("big", start=rules.LIMIT_MAX_ID, max_id=rules.LIMIT_MAX_ID)
     core.allocator.take_block("big", 1)
     core.admin.delete("big")
-    with pytest.raises(errors.CounterExhausted):
-        core.allocator.take_block("big", 1)
+    with pytest.raises(errors.BelowHighWaterMark):
+        core.admin.create("big", max_id=rules.LIMIT_MAX_ID)
+
+
+def test_allocation_never_brings_a_deleted_counter_back(core, store):
+    """Given auto-create on and a counter an admin deleted, when a client
+    takes IDs of it, then it is refused as not found and stays deleted: on
+    main, take_block revived it (finding: a deleted counter came back when a
+    client called next)."""
+    assert core.allocator.auto_create
+    core.admin.create("orders")
+    core.allocator.take_block("orders", 3)
+    core.admin.delete("orders")
+    with pytest.raises(errors.CounterNotFound):
+        core.allocator.take_block("orders", 1)
+    with pytest.raises(errors.CounterNotFound):
+        core.allocator.take_block("orders", None)  # a cached next's block
+    with pytest.raises(errors.CounterNotFound):
+        core.admin.get("orders")
 
 
 def test_concurrent_create_during_auto_create_is_harmless(core, store, monkeypatch):

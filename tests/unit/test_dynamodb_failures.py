@@ -3,6 +3,7 @@ deployment becomes a plain 500. Never a stack trace in the response."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -13,8 +14,8 @@ from idblocks_core.core import core
 from idblocks_core.dal import counter_store as store
 from idblocks_core.domain.errors import IdBlocksError
 
-RETRYABLE = ["ThrottlingException", "ProvisionedThroughputExceededException", "InternalServerError",
-             "RequestLimitExceeded"]  # fmt: skip
+THROTTLING = ["ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded"]
+RETRYABLE = [*THROTTLING, "InternalServerError"]
 
 
 @pytest.fixture(autouse=True)
@@ -40,12 +41,45 @@ def test_throttling_after_botocore_retries_is_503(api, code, route, backoff_slee
     """Given DynamoDB refusing every attempt with a throttling or 5xx code,
     when a route is called, then it answers a clean 503 after backing off."""
     operation = {"admin-get": "get_item", "admin-list": "scan"}.get(route, "update_item")
+    attempts = store.THROTTLED_ATTEMPTS if code in THROTTLING else store.MAX_ATTEMPTS
     with Stubber(core().store.client) as stub:
-        for _ in range(store.MAX_ATTEMPTS):
+        for _ in range(attempts):
             stub.add_client_error(operation, service_error_code=code, http_status_code=400)
         reply = api.call(route)
+        stub.assert_no_pending_responses()
     assert_clean_503(reply)
-    assert len(backoff_sleeps) == store.MAX_ATTEMPTS - 1  # retried, then gave up
+    assert len(backoff_sleeps) == attempts - 1  # retried, then gave up
+
+
+@pytest.mark.parametrize("code", THROTTLING)
+def test_a_throttled_write_holds_the_function_for_one_short_retry_not_for_seconds(api, code, backoff_sleeps):
+    """Given DynamoDB throttling every write (a sustained hot key), when next
+    is called, then the function tries twice, sleeps at most 50 ms in all and
+    answers 503 with Retry-After, the client backing off outside Lambda. On
+    main it tried four times with backoffs of up to 1, 2 and 4 s: one request
+    could hold an environment (and its concurrency) for seconds."""
+    with Stubber(core().store.client) as stub:
+        for _ in range(store.MAX_ATTEMPTS):
+            stub.add_client_error("update_item", service_error_code=code, http_status_code=400)
+        reply = api.call("next-post", name="orders")
+    assert_clean_503(reply)
+    assert len(backoff_sleeps) == 1  # two attempts
+    assert sum(backoff_sleeps) <= 0.05
+
+
+def test_a_503_names_no_library_class(api):
+    """The 503's message said "(ThrottlingException)" or "(ReadTimeoutError)":
+    a botocore class name, which tells a caller what the service is built
+    on. The class stays in the log (the request failed line's cause)."""
+    with Stubber(core().store.client) as stub:
+        for _ in range(store.MAX_ATTEMPTS):
+            stub.add_client_error(
+                "update_item", service_error_code="ThrottlingException", http_status_code=400
+            )
+        reply = api.call("next-post", name="orders")
+    assert_clean_503(reply)
+    assert reply.body["error"]["message"] == "DynamoDB is unavailable, try again shortly"
+    assert not re.search(r"Exception|Error\b|botocore|\(", reply.raw["body"])
 
 
 @pytest.mark.parametrize(

@@ -50,12 +50,15 @@ class Settings:
     idempotency_table: str = _from_env("IDEMPOTENCY_TABLE", _text)
     auto_create_counters: bool = _from_env("AUTO_CREATE_COUNTERS", _boolean)
     max_batch_size: int = _from_env("MAX_BATCH_SIZE", _integer(1, LIMIT_MAX_ID))
-    idempotency_ttl_seconds: int = _from_env("IDEMPOTENCY_TTL_SECONDS", _integer(3600, 366 * 86400))
+    # template.yaml's IdempotencyTtlSeconds takes the same range.
+    idempotency_ttl_seconds: int = _from_env("IDEMPOTENCY_TTL_SECONDS", _integer(3600, 7 * 86400))
     allow_get_next: bool = _from_env("ALLOW_GET_NEXT", _boolean)
     # The stride scheme (docs/global.md): this deployment hands out the IDs
     # congruent to region_index modulo region_count.
     region_count: int = _from_env("REGION_COUNT", _integer(1, REGION_COUNT_MAX))
     region_index: int = _from_env("REGION_INDEX", _integer(0, REGION_COUNT_MAX - 1))
+    # The API stage whose events the function answers (requestContext.stage).
+    api_stage: str = _from_env("API_STAGE", _text)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Settings:

@@ -9,7 +9,15 @@ read one way: one case-insensitive view of ``headers`` and
 proxy may read the first value, json.loads keeps the last). The use case's
 domain rules check every value; the declarations here say where each comes
 from, for the OpenAPI document (localrun/openapi.py). Every answer is
-``Cache-Control: no-store``: an ID served from a cache is handed out twice."""
+``Cache-Control: no-store``: an ID served from a cache is handed out twice;
+and ``X-Content-Type-Options: nosniff``: a JSON body is never run as a page.
+
+An event is answered only if it came through this deployment's API stage
+(``requestContext.stage`` is the template's StageName, ``apiId`` is set):
+anything else (another stage, an event written by hand) is refused and
+logged. What that does and does not stop is in docs/security.md: whoever
+may invoke the function directly can write any event, so the defence is
+that no caller needs or gets lambda:InvokeFunction."""
 
 from __future__ import annotations
 
@@ -20,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from idblocks_core.core import core
 from idblocks_core.domain.errors import ERROR_CODES, IdBlocksError, InvalidInput
 from idblocks_core.observability import logger
 
@@ -233,6 +242,10 @@ def resolve(routes: Routes, event: dict[str, Any], context: Any) -> dict[str, An
     """What every handler returns: the body's size, the route, the media type,
     the body, then the handler (whose use case checks every value)."""
     try:
+        if not _from_this_stage(event):
+            return error_response(
+                403, "foreign_event", "this function answers only its own API stage's requests"
+            )
         text = _body_text(event)
         method = str(event.get("httpMethod") or "").upper()
         route = routes.get((method, str(event.get("resource"))))
@@ -268,6 +281,27 @@ def resolve(routes: Routes, event: dict[str, Any], context: Any) -> dict[str, An
         return error_response(500, "internal_error", "internal error; it has been logged")
 
 
+def _from_this_stage(event: dict[str, Any]) -> bool:
+    """Whether API Gateway's part of the event names this deployment's stage;
+    an event that does not is logged with what it claimed, and refused."""
+    context = event.get("requestContext") if isinstance(event, dict) else None
+    context = context if isinstance(context, dict) else {}
+    identity = context.get("identity") if isinstance(context.get("identity"), dict) else {}
+    stage, api_id = context.get("stage"), context.get("apiId")
+    expected = core().settings.api_stage
+    if stage == expected and isinstance(api_id, str) and api_id:
+        return True
+    logger.warning(
+        "event refused: not from this API stage",
+        # repr, cut short: what an event claims is anything its writer chose
+        claimed_stage=repr(stage)[:200],
+        claimed_api_id=repr(api_id)[:200],
+        expected_stage=expected,
+        claimed_caller=repr(identity.get("userArn") or identity.get("apiKeyId"))[:300],
+    )
+    return False
+
+
 def status_of(error: IdBlocksError) -> int:
     """The catalogue's status for the error's code; a code missing from it is a bug."""
     entry = ERROR_CODES.get(error.code)
@@ -276,7 +310,8 @@ def status_of(error: IdBlocksError) -> int:
 
 def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> dict[str, Any]:
     """A proxy response: ``body`` as compact JSON, or none (no Content-Type) for None."""
-    multi = {"Cache-Control": ["no-store"]} | {key: [value] for key, value in (headers or {}).items()}
+    multi = {"Cache-Control": ["no-store"], "X-Content-Type-Options": ["nosniff"]}
+    multi |= {key: [value] for key, value in (headers or {}).items()}
     if body is not None:
         multi.setdefault("Content-Type", [JSON])
         body = json.dumps(body, separators=(",", ":"))

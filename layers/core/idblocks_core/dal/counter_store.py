@@ -102,10 +102,18 @@ _SHORTEST_ATTEMPT_SECONDS = CONNECT_TIMEOUT_SECONDS + MIN_READ_TIMEOUT_SECONDS
 # Kept free at the end of an invocation, for what follows the last call.
 RESPONSE_MARGIN_SECONDS = 0.5
 # Backoff before retry n (1-based): up to BACKOFF_BASE * 2^(n-1) seconds,
-# full jitter; 25 ms as botocore's standard mode uses for DynamoDB errors,
-# and 1 s for throttling, which needs the table to catch up.
+# full jitter; 25 ms as botocore's standard mode uses for DynamoDB errors.
 BACKOFF_BASE_SECONDS = 0.025
-THROTTLING_BACKOFF_BASE_SECONDS = 1.0
+# Throttling means the item (or table) is past its write rate, which does
+# not pass in milliseconds; waiting for it here holds a function environment
+# (concurrency, billed time) while the caller could wait for free. So a
+# throttled call is tried at most THROTTLED_ATTEMPTS times, after one short
+# backoff, then the request is answered 503 with Retry-After and the client
+# backs off (its RetryPolicy). Under a sustained hot key a request then holds
+# its environment for a few DynamoDB round trips, not for seconds
+# (bench/scale.py measures what that does to concurrency).
+THROTTLED_ATTEMPTS = 2
+THROTTLING_BACKOFF_BASE_SECONDS = 0.05
 BOTO_CONFIG = Config(
     retries={"mode": "standard", "total_max_attempts": 1},
     connect_timeout=CONNECT_TIMEOUT_SECONDS,
@@ -229,20 +237,25 @@ def _transient(exc: Exception) -> bool:
 
 
 def _backoff(exc: Exception, retry: int) -> float:
-    throttled = isinstance(exc, ClientError) and _error_code(exc) in _THROTTLING_CODES
-    base = THROTTLING_BACKOFF_BASE_SECONDS if throttled else BACKOFF_BASE_SECONDS
+    base = THROTTLING_BACKOFF_BASE_SECONDS if _throttled(exc) else BACKOFF_BASE_SECONDS
     return _JITTER.uniform(0, base * 2 ** (retry - 1))
 
 
+def _throttled(exc: Exception) -> bool:
+    return isinstance(exc, ClientError) and _error_code(exc) in _THROTTLING_CODES
+
+
 def call_dynamodb(client: Any, operation: str, **kwargs: Any) -> dict[str, Any]:
-    """One DynamoDB call, retried on throttling, 5xx and connection errors
-    while attempts and time are left. Raises the last error otherwise."""
+    """One DynamoDB call, retried on throttling (THROTTLED_ATTEMPTS in all),
+    5xx and connection errors (MAX_ATTEMPTS) while time is left. Raises the
+    last error otherwise."""
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:
             response: dict[str, Any] = getattr(client, operation)(**kwargs)  # the client is untyped
             return response
         except (ClientError, BotoCoreError) as exc:
-            if not _transient(exc) or attempt == MAX_ATTEMPTS:
+            attempts = THROTTLED_ATTEMPTS if _throttled(exc) else MAX_ATTEMPTS
+            if not _transient(exc) or attempt >= attempts:
                 raise
             delay = _backoff(exc, attempt)
             left = seconds_left()
@@ -292,7 +305,8 @@ def domain_error(exc: ClientError | BotoCoreError) -> ServiceUnavailable | Store
     never reaches here (see CounterStore._update)."""
     if isinstance(exc, ClientError) and _error_code(exc) not in _RETRYABLE_CODES:
         return StoreFailure()
-    return ServiceUnavailable(f"DynamoDB is unavailable, try again shortly ({type(exc).__name__})")
+    # The cause (botocore's class and message) goes to the log, never to the caller.
+    return ServiceUnavailable("DynamoDB is unavailable, try again shortly")
 
 
 def _error_code(exc: ClientError) -> str:

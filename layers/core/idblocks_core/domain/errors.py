@@ -98,6 +98,15 @@ _CATALOGUE = (
         "no",
         "Use POST.",
     ),
+    ErrorCode(
+        "foreign_event",
+        403,
+        "A function was invoked with an event that did not come through this deployment's API "
+        "stage (another stage, or an event written by hand and sent to Lambda directly); it is "
+        f"logged. {_NOT_CHANGED}",
+        "no",
+        "Call the API's URL: only API Gateway invokes the functions.",
+    ),
     # -- auth (API Gateway) --------------------------------------------------
     ErrorCode(
         "invalid_signature",
@@ -119,9 +128,11 @@ _CATALOGUE = (
     ErrorCode(
         "access_denied",
         403,
-        "The caller is authenticated but its IAM policy does not allow execute-api:Invoke on this route.",
+        "The caller is authenticated but its IAM policy does not allow execute-api:Invoke on this route "
+        "(or on this counter: a client policy may name only some counters).",
         "no",
-        "Grant the caller's role execute-api:Invoke on the route.",
+        "Attach the stack's ClientPolicyArn (next, batch) or AdminPolicyArn policy to the caller's role, "
+        "or grant execute-api:Invoke on the route's ARN; nothing on Lambda is needed.",
         "gateway",
     ),
     ErrorCode(
@@ -136,7 +147,8 @@ _CATALOGUE = (
     ErrorCode(
         "counter_not_found",
         404,
-        "No such counter (or it was deleted). next/batch answer it only with AutoCreateCounters=false.",
+        "No such counter, or it was deleted: next/batch create a counter that never existed only with "
+        "AutoCreateCounters=true, and never bring a deleted one back (only an admin's create does).",
         "no",
         "Create the counter (POST /admin/counters), or check the name.",
     ),
@@ -220,7 +232,8 @@ _CATALOGUE = (
     ErrorCode(
         "throttled",
         429,
-        "The stage's (or, with API keys, the usage plan's) request rate was exceeded.",
+        "A method's request rate (ThrottlingRateLimit applies to each method of the stage) was "
+        "exceeded; with API keys, the client key's rate or daily quota.",
         "yes",
         "Retry with jittered exponential backoff (the client does); ask for bigger blocks to need "
         "fewer requests.",

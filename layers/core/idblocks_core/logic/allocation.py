@@ -44,8 +44,8 @@ from idblocks_core.domain.rules import DEFAULT_MAX_ID, check_count, check_idempo
 from idblocks_core.logic.next_cache import NextCache, Served
 from idblocks_core.observability import logger, metrics
 
-# Allocation may have to create (or revive) the counter first and then try
-# again; a few rounds cover any interleaving with concurrent creates/deletes.
+# Allocation may have to create the counter first and then try again; a few
+# rounds cover any interleaving with concurrent creates and deletes.
 _ALLOCATION_ROUNDS = 4
 
 # The one route answered from cached blocks, one ID at a time.
@@ -271,8 +271,10 @@ class IdAllocator:
 
     def take_block(self, name: str, count: int | None, token: str | None = None) -> Block:
         """Take ``count`` IDs of a checked name and count (None: as many as
-        the counter's cache setting), creating or reviving the counter first
-        if the deployment allows it.
+        the counter's cache setting), creating the counter first if it never
+        existed and the deployment allows it. A deleted counter stays deleted:
+        its owner (an admin) deleted it, and only an admin's create brings it
+        back; a client's next or batch answers counter_not_found.
 
         ``token`` identifies the request (derived from its Idempotency-Key):
         repeating an allocation with the same token, while nothing else has
@@ -287,10 +289,8 @@ class IdAllocator:
                 return self.store.reserve_block(name, count, token, self.replay_window)
             except StaleToken:
                 token = uuid.uuid4().hex
-            except CounterDeleted as gone:
-                if not self.auto_create or last_round:
-                    raise
-                self._revive_for_allocation(name, gone.high_water_mark)
+            except CounterDeleted:
+                raise
             except CounterNotFound:
                 if not self.auto_create or last_round:
                     raise
@@ -301,7 +301,3 @@ class IdAllocator:
         # Created or deleted meanwhile: the next round sees which.
         with contextlib.suppress(CounterExists, CounterDeleted):
             self.store.create(name, 1, DEFAULT_MAX_ID)
-
-    def _revive_for_allocation(self, name: str, hwm: int) -> None:
-        with contextlib.suppress(CounterExists):  # revived by someone else meanwhile
-            self.store.revive(name, hwm, hwm + 1, max(DEFAULT_MAX_ID, hwm))

@@ -1,0 +1,111 @@
+"""A least-privileged client against a deployed stack: with only what the
+stack's client policy grants (execute-api:Invoke on next and batch of its
+counters), it takes IDs from its counter, and is refused everything else:
+the admin routes, a counter its policy does not name, and the functions
+themselves (no lambda:InvokeFunction, so it cannot hand a function an event
+it wrote). What AWS enforces here is also read from the template in
+tests/infra/test_policies.py; this is the same, asked of AWS.
+
+Runs only with a client principal: make test-deployed STACK=... CLIENT_ROLE=<a
+role with only ClientPolicyArn attached> CLIENT_COUNTER=<a counter it names>
+OTHER_COUNTER=<one it does not>."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import requests
+
+from tests.e2e.deployed import STACK_VARIABLE
+from tests.e2e.target import ClientPrincipal, Target
+
+PRINCIPAL = ClientPrincipal.from_environment()
+pytestmark = pytest.mark.skipif(PRINCIPAL is None, reason="no least-privileged client principal given")
+
+ADMIN_CALLS = [
+    ("POST", "/admin/counters", {"name": "e2e-never"}),
+    ("GET", "/admin/counters", None),
+    ("GET", "/admin/counters/{counter}", None),
+    ("PUT", "/admin/counters/{counter}", {"next": 10**12}),
+    ("DELETE", "/admin/counters/{counter}", None),
+]
+
+
+@pytest.fixture(scope="module")
+def principal() -> ClientPrincipal:
+    assert PRINCIPAL is not None
+    return PRINCIPAL
+
+
+@pytest.fixture(scope="module")
+def client(target: Target, principal: ClientPrincipal) -> Target:
+    """The target, next and batch signed as the client principal; the admin
+    routes signed as it too (it must be refused them)."""
+    auth = principal.auth()
+    return Target(target.url, auth, auth)
+
+
+@pytest.fixture(scope="module")
+def counters(target: Target, principal: ClientPrincipal) -> Iterator[None]:
+    """Both counters exist (created with the runner's own admin rights when
+    missing): a refusal is then the policy's, never a 404."""
+    made = []
+    for name in (principal.counter, principal.other_counter):
+        reply = target.call("POST", "/admin/counters", {"name": name})
+        assert reply.status_code in (201, 409), reply.text
+        if reply.status_code == 201:
+            made.append(name)
+    yield
+    for name in made:
+        target.call("DELETE", f"/admin/counters/{name}")
+
+
+def test_the_client_takes_ids_from_its_counter_by_next_and_batch(client, principal, counters):
+    key = {"Idempotency-Key": uuid.uuid4().hex}
+    first = client.call("POST", f"/counters/{principal.counter}/next", headers=key)
+    assert first.status_code == 200, first.text
+    block = client.call("POST", f"/counters/{principal.counter}/batch", {"count": 5})
+    assert block.status_code == 200, block.text
+    assert block.json()["start"] > first.json()["id"]
+
+
+@pytest.mark.parametrize("route", ["next", "batch"])
+def test_the_client_is_refused_a_counter_its_policy_does_not_name(client, principal, counters, route):
+    reply = client.call(
+        "POST", f"/counters/{principal.other_counter}/{route}", {"count": 1} if route == "batch" else None
+    )
+    assert reply.status_code == 403, reply.text
+    assert reply.json()["error"]["code"] == "access_denied"
+
+
+@pytest.mark.parametrize(("method", "path", "body"), ADMIN_CALLS, ids=[f"{m} {p}" for m, p, _ in ADMIN_CALLS])
+def test_the_client_is_refused_every_admin_route(client, principal, counters, method, path, body):
+    reply = client.call(method, path.format(counter=principal.counter), body)
+    assert reply.status_code == 403, reply.text
+    assert reply.json()["error"]["code"] == "access_denied"
+
+
+def test_the_client_cannot_invoke_a_function_directly(target, principal, counters):
+    """With lambda:InvokeFunction it could send a function an event naming
+    any caller; it holds none."""
+    stack = os.environ.get(STACK_VARIABLE)
+    if not stack:
+        pytest.skip("the functions' names come from the stack: give STACK")
+    from botocore.exceptions import ClientError
+
+    region = re.search(r"\.execute-api\.([a-z0-9-]+)\.", target.url)
+    lambda_client = principal.session().create_client("lambda", region_name=region[1] if region else None)
+    event = {"requestContext": {"stage": "v1", "apiId": "forged"}, "httpMethod": "POST"}
+    with pytest.raises(ClientError) as refused:
+        lambda_client.invoke(FunctionName=f"{stack}-next:live", Payload=json.dumps(event).encode())
+    assert refused.value.response["Error"]["Code"] == "AccessDeniedException"
+
+
+def test_an_unsigned_request_is_refused(target, principal, counters):
+    reply = requests.post(f"{target.url}/counters/{principal.counter}/next", timeout=30)
+    assert reply.status_code == 403
