@@ -89,7 +89,9 @@ def versions() -> dict[str, str]:
         "client-node/package-lock.json, the root package": node_lock()["packages"][""]["version"],
         "template.yaml, SemanticVersion": str(sar_metadata()["SemanticVersion"]),
         "CHANGELOG.md, the latest release": changelog_releases()[0][0],
-        "docs/openapi.json, info.version": json.loads((ROOT / "docs/openapi.json").read_text())["info"]["version"],
+        "docs/openapi.json, info.version": json.loads((ROOT / "docs" / "openapi.json").read_text())["info"][
+            "version"
+        ],
     }
 
 

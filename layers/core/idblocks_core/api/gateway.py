@@ -284,9 +284,10 @@ def resolve(routes: Routes, event: dict[str, Any], context: Any) -> dict[str, An
 def _from_this_stage(event: dict[str, Any]) -> bool:
     """Whether API Gateway's part of the event names this deployment's stage;
     an event that does not is logged with what it claimed, and refused."""
-    context = event.get("requestContext") if isinstance(event, dict) else None
-    context = context if isinstance(context, dict) else {}
-    identity = context.get("identity") if isinstance(context.get("identity"), dict) else {}
+    claimed = event.get("requestContext") if isinstance(event, dict) else None
+    context: dict[str, Any] = claimed if isinstance(claimed, dict) else {}
+    claimed = context.get("identity")
+    identity: dict[str, Any] = claimed if isinstance(claimed, dict) else {}
     stage, api_id = context.get("stage"), context.get("apiId")
     expected = core().settings.api_stage
     if stage == expected and isinstance(api_id, str) and api_id:
