@@ -71,6 +71,9 @@ def test_each_counter_goes_on_above_every_id_it_handed_out(api, dynamodb, path):
         assert (taken.status, taken.body) == (200, {"counter": name, "id": state["next"]}), name
     for name, last_id in captured["deleted"].items():
         assert api.call("admin-get", name=name).status == 404
+        # Only an admin brings a deleted counter back (docs/security.md).
+        assert api.call("batch", name=name, body={"count": 1}).status == 404
+        assert api.call("admin-create", body={"name": name}).status == 201
         revived = api.call("batch", name=name, body={"count": 1})
         assert revived.status == 200
         assert revived.body["start"] > last_id, name
