@@ -63,6 +63,26 @@ def test_tls_1_3_only_on_the_domain_and_on_the_apis_own_endpoint(domain):
         assert (props["SecurityPolicy"], props["EndpointAccessMode"]) == policy
 
 
+# API Gateway's enhanced policies by endpoint type: the TLS 1.3-only
+# SecurityPolicy_TLS13_1_3_2025_09 is one of the regional (and private) ones;
+# an edge-optimized API or domain takes only the *_EDGE policies, and a REST
+# API left without an endpoint type is edge-optimized.
+POLICY_ENDPOINT_TYPES = {"SecurityPolicy_TLS13_1_3_2025_09": {"REGIONAL", "PRIVATE"}}
+
+
+@pytest.mark.parametrize("domain", [{}, DOMAIN], ids=["no domain", "domain"])
+def test_the_api_and_the_domain_are_of_an_endpoint_type_their_policy_applies_to(domain):
+    """An API with no endpoint type is edge-optimized, which refuses the
+    regional TLS 1.3 policy: the stack would fail to deploy."""
+    resources = translate(**domain)["Resources"]
+    api = resources["Api"]["Properties"]
+    assert api["EndpointConfiguration"]["Types"] == ["REGIONAL"]
+    assert set(api["EndpointConfiguration"]["Types"]) <= POLICY_ENDPOINT_TYPES[api["SecurityPolicy"]]
+    if domain:
+        props = resources["ApiDomain"]["Properties"]
+        assert props["EndpointConfiguration"]["Types"] == api["EndpointConfiguration"]["Types"]
+
+
 @pytest.mark.parametrize(
     ("parameters", "disabled"),
     [
