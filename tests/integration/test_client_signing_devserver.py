@@ -14,6 +14,8 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import botocore.session
 import pytest
@@ -151,7 +153,7 @@ def test_the_async_client_signing_wrongly_is_refused_with_the_gateways_code(iam,
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """`idblocks ...` as a shell runs it, with the dev server's credentials in its environment."""
     return subprocess.run(
-        [shutil.which("idblocks") or "idblocks", *args],
+        [str(Path(sys.executable).parent / "idblocks"), *args],  # this environment's, as .venv/bin's
         env=scrubbed_environment() | SERVER_ENV | (env or {}),
         capture_output=True,
         text=True,

@@ -167,3 +167,17 @@ def test_a_host_left_out_of_the_signature_is_refused():
     headers = signed()
     headers["Authorization"] = headers["Authorization"].replace("content-type;host;", "content-type;")
     assert refusal(received("POST", URL, headers, BODY)) == INCOMPLETE
+
+
+@pytest.mark.parametrize(
+    ("signing", "reason"),
+    [
+        ({"region": "ap-south-1"}, "Credential should be scoped to a valid region, not 'ap-south-1'"),
+        ({"service": "lambda"}, "Credential should be scoped to correct service: 'execute-api'"),
+        ({"secret_key": "nope"}, "The request signature we calculated does not match"),
+    ],
+)
+def test_the_reason_is_api_gateways_own_words(signing, reason):
+    with pytest.raises(Refused) as refused:
+        check(received("POST", URL, signed(**signing), BODY))
+    assert refused.value.reason.startswith(reason), refused.value.reason
