@@ -168,13 +168,11 @@ class Gateway:
             if not given or not any(
                 hmac.compare_digest(given[0].encode(), k.encode()) for k in self.api_keys
             ):
-                what = (
-                    "no x-api-key header" if not given else "the x-api-key is none of the dev server's keys"
-                )
+                what = "no x-api-key header" if not given else "an x-api-key that is none of the dev server's"
                 raise Refused(
                     "INVALID_API_KEY",
                     f"Forbidden: {route} takes an API key (ClientAuth API_KEY) and the request has {what}: "
-                    "send one the dev server printed at start (or gave with --api-key) in x-api-key",
+                    "send one of the keys its banner shows (made at start, or --api-key) in x-api-key",
                 )
             identity |= {"apiKey": given[0], "apiKeyId": api_key_id(given[0])}
         return identity
@@ -187,7 +185,7 @@ class Gateway:
         key = self.credentials.key if self.credentials else None
         if refused.error_type == "MissingAuthenticationTokenException":
             return (
-                f"{reason}: {why}. Sign it with the credentials the dev server printed at start: "
+                f"{reason}: {why}. Sign it with the credentials its banner names: "
                 "IamAuth() in the clients, idblocks --auth iam, curl --aws-sigv4"
             )
         if refused.kind == "MISSING_AUTHENTICATION_TOKEN":

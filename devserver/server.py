@@ -196,17 +196,11 @@ def refusal(kind: str, message: str, error_type: str) -> Response:
 def unknown_route(api: Api, method: str, path: str) -> Response:
     """API Gateway's answer to an unknown route, worded for the dev server:
     which methods the path takes, if it is a route's."""
-    takes = sorted(
-        {m for route in api.routes if _matches(route.path, path) for m in route.methods} - {method}
-    )
-    here = next((route.path for route in api.routes if _matches(route.path, path)), None)
-    hint = (
-        f"{here} takes {' or '.join(takes)}"
-        if here and takes
-        else "see the routes it printed at start, or /openapi.json"
-    )
+    routes = [route for route in api.routes if _matches(route.path, path)]
+    takes = sorted({other for route in routes for other in route.methods} - {method})
+    hint = f"{routes[0].path} takes {' or '.join(takes)}" if takes else "see the routes it printed at start"
     message = (
-        f"no route {method} {path} on this dev server: {hint} "
+        f"no route {method} {path} on this dev server: {hint}, or /openapi.json "
         "(a deployed API answers this 403 to an unsigned request too)"
     )
     return refusal("MISSING_AUTHENTICATION_TOKEN", message, "MissingAuthenticationTokenException")
@@ -218,10 +212,11 @@ def _matches(template: str, path: str) -> bool:
 
 
 def _keep_encoded_slashes(wsgi_app: Callable[..., Any]) -> Callable[..., Any]:
-    """Route the path as sent: an encoded slash (%2F) is part of the
-    segment it is in, so /counters/orders%2F2024/next reaches next with the
-    name orders%2F2024, which the function refuses as invalid_name. werkzeug
-    decodes it before routing, and the path then matched no route."""
+    """Route the path as sent: an encoded slash (%2F) is data in its
+    segment, not a separator (RFC 3986), so /counters/orders%2F2024/next
+    reaches next with the name orders%2F2024, which the function refuses as
+    invalid_name. werkzeug decodes it before routing, and the path then
+    matched no route."""
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
         sent = environ.get("RAW_URI") or environ.get("REQUEST_URI") or ""
