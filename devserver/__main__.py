@@ -4,11 +4,13 @@ python -m devserver [--port 3000] [--host 127.0.0.1] [--fresh]
                     [--dynamodb-endpoint URL] [--state-file PATH]
                     [--parameter Name=Value ...] [--create-tables-only]
                     [--item-write-limit WRITES_PER_SECOND]
+                    [--api-key KEY ...] [--region REGION] [--records]
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import signal
@@ -23,6 +25,7 @@ from urllib.parse import urlparse
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from devserver.gateway import gateway_for
 from localrun.invoke import function_environment
 from localrun.tables import TABLE_NAMES
 from localrun.template import ROOT, Template
@@ -75,6 +78,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--metrics", action="store_true", help="print the CloudWatch metrics (EMF lines) each request emits"
     )
     parser.add_argument(
+        "--records",
+        action="store_true",
+        help="print the functions' full log records (the allocation record of each request, JSON); "
+        "by default the console has one short line per request, and the functions' warnings and errors",
+    )
+    parser.add_argument(
+        "--api-key",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="with --parameter ClientAuth=API_KEY: a key next and batch take in x-api-key "
+        "(repeatable; default: one made at start, and printed)",
+    )
+    parser.add_argument(
+        "--region",
+        help="with --parameter ClientAuth=...: the region SigV4 requests must be signed for "
+        "(default: AWS_REGION, AWS_DEFAULT_REGION or the profile's, else us-east-1)",
+    )
+    parser.add_argument(
         "--item-write-limit",
         type=_write_limit,
         metavar="WRITES_PER_SECOND",
@@ -87,6 +109,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="create the tables at --dynamodb-endpoint and exit (for `sam local start-api`)",
     )
     args = parser.parse_args(argv)
+    if (args.api_key or args.region) and "ClientAuth" not in dict(args.parameter):
+        parser.error("--api-key and --region apply with --parameter ClientAuth=AWS_IAM, API_KEY or NONE")
     if args.create_tables_only and not args.dynamodb_endpoint:
         parser.error("--create-tables-only needs --dynamodb-endpoint")
     if args.item_write_limit is not None and args.dynamodb_endpoint:
@@ -144,6 +168,14 @@ def main(argv: list[str] | None = None) -> None:
 
 def _run(args: argparse.Namespace, stopper: _Stopper) -> None:
     template = read_template(args)
+    # Before the functions' environment replaces this process's own.
+    gateway = gateway_for(
+        dict(args.parameter).get("ClientAuth"),
+        template.route_auth(),
+        dict(os.environ),
+        args.api_key,
+        args.region,
+    )
     configure_logging()
     stopper.check()
     if args.dynamodb_endpoint:
@@ -162,14 +194,14 @@ def _run(args: argparse.Namespace, stopper: _Stopper) -> None:
     try:
         stopper.check()
         environment = function_environment(template, TABLE_NAMES, tables.endpoint, tables.credentials)
-        runner = build_runner(template, environment, tables.save, args.metrics)
+        runner = build_runner(template, environment, tables.save, args.metrics, args.records)
         stopper.check()
-        api, server = start_server(args, template, runner)
+        api, server = start_server(args, template, runner, gateway)
         tables.save()  # a fresh start replaces the old state only once the server is up
         url = f"http://{_url_host(args.host)}:{server.server_port}"
         if lock is not None:
             lock.note(pid=os.getpid(), port=server.server_port, url=url)
-        banner(url, tables.description, api)
+        banner(url, tables.description, api, gateway)
         serve_until_stopped(server, stopper)
         tables.save()
     finally:
@@ -304,29 +336,42 @@ def embedded_tables(
 
 
 def build_runner(
-    template: Template, environment: Mapping[str, str], after_invoke: Callable[[], None], show_metrics: bool
+    template: Template,
+    environment: Mapping[str, str],
+    after_invoke: Callable[[], None],
+    show_metrics: bool,
+    show_records: bool = False,
 ) -> Any:
     """The template's functions, loaded in this process with ``environment``."""
-    from devserver.server import InProcessRunner
+    from devserver.server import InProcessRunner, quiet_function_logs
     from localrun.invoke import install_environment
 
     install_environment(environment)
     runner = InProcessRunner(template.functions, after_invoke=after_invoke, show_metrics=show_metrics)
     runner.preload()
+    if not show_records:
+        quiet_function_logs(environment["POWERTOOLS_SERVICE_NAME"])
     return runner
 
 
-def start_server(args: argparse.Namespace, template: Template, runner: Any) -> tuple[Any, Any]:
+def start_server(args: argparse.Namespace, template: Template, runner: Any, gateway: Any) -> tuple[Any, Any]:
     """The API as SAM CLI reads it from the template, listening; returns it and the server."""
     from devserver.server import create_app, load_api, serve
     from localrun.openapi import document
 
     api = load_api(template.path, template.parameters)
-    app = create_app(api, runner, document())  # for the environment build_runner installed
+    app = create_app(api, runner, document(), gateway)  # for the environment build_runner installed
     try:
         return api, serve(app, args.host, args.port)
     except OSError as exc:
-        fail(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}")
+        advice = ""
+        if exc.errno == errno.EADDRINUSE:
+            other = args.port + 1 if args.port else 3001
+            advice = (
+                " (another server has it, a second `make dev`?): give this one another port, "
+                f'make dev DEV_ARGS="--port {other}" (--port 0 takes any free one)'
+            )
+        fail(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}{advice}")
 
 
 def serve_until_stopped(server: Any, stopper: _Stopper) -> None:
@@ -387,23 +432,32 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def banner(url: str, dynamodb: str, api: Any) -> None:
+# The banner's curl examples: (method, route, what follows curl, the body).
+TRIES = (
+    ("POST", "/counters/{name}/next", "-X POST {url}/counters/orders/next", ""),
+    ("POST", "/counters/{name}/batch", "-X POST {url}/counters/orders/batch", '{"count": 100}'),
+    ("POST", "/admin/counters", "-X POST {url}/admin/counters", '{"name": "invoices", "start": 1000}'),
+    ("GET", "/admin/counters/{name}", "{url}/admin/counters/invoices", ""),
+)
+
+
+def banner(url: str, dynamodb: str, api: Any, gateway: Any) -> None:
     routes = sorted((route.path, ",".join(route.methods), route.function_name) for route in api.routes)
+    tries = []
+    for method, resource, target, body in TRIES:
+        sent = f" -H 'Content-Type: application/json' -d '{body}'" if body else ""
+        tries.append(f"  curl {target.format(url=url)}{sent}{gateway.curl_auth(method, resource)}")
     lines = [
         "idblocks dev server",
         f"  API       {url}   (routes and events: SAM CLI, from template.yaml)",
         f"  OpenAPI   {url}/openapi.json",
         f"  DynamoDB  {dynamodb}",
+        *gateway.describe(),
         "",
         *(f"  {methods:<16} {path:<26} -> {function}" for path, methods, function in routes),
         "",
         "Try:",
-        f"  curl -X POST {url}/counters/orders/next",
-        f"  curl -X POST {url}/counters/orders/batch -H 'Content-Type: application/json' "
-        "-d '{\"count\": 100}'",
-        f"  curl -X POST {url}/admin/counters -H 'Content-Type: application/json' "
-        '-d \'{"name": "invoices", "start": 1000}\'',
-        f"  curl {url}/admin/counters/invoices",
+        *tries,
         "",
         f"ready: {url}   (Ctrl-C stops)",
     ]

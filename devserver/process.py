@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import requests
@@ -55,12 +55,15 @@ class DevServer:
         state_file: Path | None = None,
         timeout: float = 60.0,
         preexec_fn: Callable[[], object] | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
+        """``env``: variables added to its environment (its credentials, say)."""
         self.args = ["--port", "0", *args]
         if state_file is not None:
             self.args += ["--state-file", str(state_file)]
         self.timeout = timeout
         self.preexec_fn = preexec_fn
+        self.env = dict(env or {})
         self.process: subprocess.Popen[str] | None = None
         self.url = ""
         self.output: list[str] = []
@@ -77,7 +80,7 @@ class DevServer:
         self.process = subprocess.Popen(  # noqa: S603 - this interpreter, this project's module, the caller's flags
             [sys.executable, "-m", "devserver", *self.args],
             cwd=ROOT,
-            env=subprocess_environment(),
+            env=subprocess_environment() | self.env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

@@ -15,24 +15,31 @@ import contextlib
 import io
 import json
 import logging
+import re
 import socket
 import sys
 import threading
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote_to_bytes, urlsplit
 
 from flask import Response, g, request
 from samcli.lib.providers.api_provider import ApiProvider
 from samcli.lib.providers.provider import Api
 from samcli.lib.providers.sam_stack_provider import SamLocalStackProvider
 from samcli.lib.utils.stream_writer import StreamWriter
+from samcli.local.apigw import local_apigw_service
 from samcli.local.apigw.local_apigw_service import LocalApigwService
+from samcli.local.apigw.path_converter import PathConverter
 from samcli.local.lambdafn.exceptions import FunctionNotFound
 from werkzeug.serving import BaseWSGIServer, make_server
 
+from devserver.gateway import Gateway, Stamp, received_from
+from devserver.sigv4 import Refused
 from localrun.invoke import LocalContext, load_handler
 from localrun.template import ROOT, FunctionSpec, default_template
 
@@ -118,6 +125,26 @@ class InProcessRunner:
             stdout.write_str(output)
 
 
+class GatewayService(LocalApigwService):
+    """SAM CLI's service, whose events get what API Gateway gives each
+    request: its ids, its time, the caller it authenticated (SAM CLI gives
+    every request of a server the same requestId and time)."""
+
+    def _generate_lambda_event(self, flask_request: Any, route: Any, method: str, endpoint: str) -> dict:
+        event = super()._generate_lambda_event(flask_request, route, method, endpoint)
+        stamp = g.get("stamp")
+        return event if stamp is None else stamp.stamp(event, g.get("identity", {}))
+
+
+def quiet_function_logs(service: str) -> None:
+    """Keep the functions' INFO records (one allocation record of ~700 bytes
+    per request) off the console; warnings and errors still show. The
+    console's line per request says who was answered what."""
+    logging.getLogger(service).addFilter(lambda record: record.levelno >= logging.WARNING)
+    # Powertools' note on a request that failed before any metric was added.
+    warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
+
+
 def load_api(template_path: Path, parameter_overrides: dict[str, str]) -> Api:
     """The API as `sam local start-api` reads it from the template."""
     stacks, _ = SamLocalStackProvider.get_stacks(
@@ -128,8 +155,18 @@ def load_api(template_path: Path, parameter_overrides: dict[str, str]) -> Api:
     return ApiProvider(stacks, cwd=str(ROOT)).api
 
 
-# API Gateway's status for a response type whose GatewayResponse sets none.
-_GATEWAY_STATUS = {"MISSING_AUTHENTICATION_TOKEN": 403}
+# API Gateway's status for a response type whose GatewayResponse sets none
+# (its "Gateway response types" page).
+_GATEWAY_STATUS = dict.fromkeys(
+    (
+        "MISSING_AUTHENTICATION_TOKEN",
+        "INVALID_SIGNATURE",
+        "EXPIRED_TOKEN",
+        "ACCESS_DENIED",
+        "INVALID_API_KEY",
+    ),
+    403,
+)
 
 
 def gateway_answer(kind: str) -> Callable[[], Response]:
@@ -145,17 +182,15 @@ def gateway_answer(kind: str) -> Callable[[], Response]:
     return lambda: Response(body, status=status, mimetype="application/json", headers=headers)
 
 
-def unknown_route(answer: Response, method: str, path: str) -> Response:
-    """API Gateway's answer to an unknown route (its status, code and
-    headers), worded for the dev server: API Gateway cannot tell an unknown
-    route from an unsigned request and says both, but the dev server signs
-    nothing, so here it can only be the route."""
+def refusal(kind: str, message: str, error_type: str) -> Response:
+    """API Gateway's answer of response type ``kind`` (its status, code and
+    headers, as template.yaml words them), with ``message``: the reason,
+    and what to do about it here."""
+    answer = gateway_answer(kind)()
     body = json.loads(answer.get_data())
-    body["error"]["message"] = (
-        f"no route {method} {path} on this dev server: see the routes it printed at start, or "
-        "/openapi.json (a deployed API answers this 403 to an unsigned request too)"
-    )
+    body["error"]["message"] = message
     answer.set_data(json.dumps(body))
+    answer.headers["x-amzn-ErrorType"] = error_type
     return answer
 
 
@@ -170,11 +205,64 @@ def printable(text: str) -> str:
     )
 
 
-def create_app(api: Api, runner: InProcessRunner, openapi: dict[str, Any]) -> Any:
-    """SAM CLI's Flask app for the API, with /openapi.json and a log line per request."""
-    service = LocalApigwService(api=api, lambda_runner=runner, stderr=StreamWriter(sys.stderr))
+def unknown_route(api: Api, method: str, path: str) -> Response:
+    """API Gateway's answer to an unknown route, worded for the dev server:
+    which methods the path takes, if it is a route's."""
+    routes = [route for route in api.routes if _matches(route.path, path)]
+    takes = sorted({other for route in routes for other in route.methods} - {method})
+    hint = f"{routes[0].path} takes {' or '.join(takes)}" if takes else "see the routes it printed at start"
+    message = (
+        f"no route {method} {path} on this dev server: {hint}, or /openapi.json "
+        "(a deployed API answers this 403 to an unsigned request too)"
+    )
+    return refusal("MISSING_AUTHENTICATION_TOKEN", message, "MissingAuthenticationTokenException")
+
+
+def _matches(template: str, path: str) -> bool:
+    pattern = re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template))
+    return re.fullmatch(pattern, path.rstrip("/") or "/") is not None
+
+
+def _keep_encoded_slashes(wsgi_app: Callable[..., Any]) -> Callable[..., Any]:
+    """Route the path as sent: an encoded slash (%2F) is data in its
+    segment, not a separator (RFC 3986), so /counters/orders%2F2024/next
+    reaches next with the name orders%2F2024, which the function refuses as
+    invalid_name. werkzeug decodes it before routing, and the path then
+    matched no route."""
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        sent = environ.get("RAW_URI") or environ.get("REQUEST_URI") or ""
+        path = urlsplit(sent).path if "://" in sent else sent.partition("?")[0]
+        if "%2f" in path.lower():
+            pieces = re.split("%2f", path, flags=re.IGNORECASE)
+            environ["PATH_INFO"] = "%2F".join(unquote_to_bytes(piece).decode("latin-1") for piece in pieces)
+        return wsgi_app(environ, start_response)
+
+    return app
+
+
+class _DropEmptyBodyWarning(logging.Filter):
+    """SAM CLI warns of every answer without a body; a 204 has none by definition."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "Lambda returned empty body!"
+
+
+_EMPTY_BODY = _DropEmptyBodyWarning()
+
+
+def create_app(
+    api: Api, runner: InProcessRunner, openapi: dict[str, Any], gateway: Gateway | None = None
+) -> Any:
+    """SAM CLI's Flask app for the API, with API Gateway's authentication
+    and request ids (``gateway``; none: authentication off), /openapi.json
+    and a log line per request."""
+    gateway = gateway or Gateway()
+    service = GatewayService(api=api, lambda_runner=runner, stderr=StreamWriter(sys.stderr))
     service.create()
     app = service._app
+    app.wsgi_app = _keep_encoded_slashes(app.wsgi_app)
+    logging.getLogger(local_apigw_service.__name__).addFilter(_EMPTY_BODY)
     document = json.dumps(openapi, indent=2)
 
     def openapi_json() -> Response:
@@ -185,15 +273,22 @@ def create_app(api: Api, runner: InProcessRunner, openapi: dict[str, Any]) -> An
     # An unknown path or method: in AWS, API Gateway answers before any
     # function runs; SAM CLI's stand-in has the old untyped body and no
     # Cache-Control.
-    gateway_403 = gateway_answer("MISSING_AUTHENTICATION_TOKEN")
     for status in (404, 405):
-        app.register_error_handler(
-            status, lambda _: unknown_route(gateway_403(), request.method, request.path)
-        )
+        app.register_error_handler(status, lambda _: unknown_route(api, request.method, request.path))
 
     @app.before_request
     def _start_clock() -> Response | None:
         g.started = time.perf_counter()
+        g.stamp = Stamp.now()
+        if request.url_rule is not None:  # a route: API Gateway authenticates before anything else
+            received = received_from(
+                request.environ, list(request.headers.items()), request.get_data(cache=True)
+            )
+            resource = PathConverter.convert_path_to_api_gateway(request.url_rule.rule)
+            try:
+                g.identity = gateway.authenticate(request.method, resource, received)
+            except Refused as refused:
+                return refusal(refused.kind, refused.reason, refused.error_type)
         # SAM CLI answers a body that is not UTF-8 with a 502 of its own, before
         # any function runs; the API's answer to such a body is a 400.
         try:
@@ -208,8 +303,19 @@ def create_app(api: Api, runner: InProcessRunner, openapi: dict[str, Any]) -> An
         took = (time.perf_counter() - g.get("started", time.perf_counter())) * 1000
         target = g.get("function", "-")
         path = request.full_path.rstrip("?")
-        method, path = printable(request.method), printable(path)
-        log.info("%s %s -> %s %d (%.1f ms)", method, path, target, response.status_code, took)
+        stamp = g.get("stamp") or Stamp.now()
+        # As API Gateway names every answer, its own refusals included.
+        response.headers["x-amzn-RequestId"] = stamp.request_id
+        response.headers["x-amz-apigw-id"] = stamp.extended_request_id
+        log.info(
+            "%s %s -> %s %d (%.1f ms) %s",
+            printable(request.method),
+            printable(path),
+            target,
+            response.status_code,
+            took,
+            stamp.request_id,
+        )
         return response
 
     return app

@@ -2,12 +2,22 @@
 opened in its lifespan: one sequence per worker process, shared by every
 request, closed (and its unused IDs counted) when the app stops.
 
+Starlette and uvicorn are pinned in requirements/dev.txt, so `make venv`
+installs them in .venv; elsewhere: pip install "./client[async]"
+starlette==1.10.0 uvicorn==0.54.0. With `make dev` running:
+
+    source .venv/bin/activate
     IDBLOCKS_URL=http://127.0.0.1:3000 uvicorn --factory examples.asgi_ids:app_from_environment
 
-    curl -X POST localhost:8000/orders             -> {"order_id": 1}
-    curl -X POST 'localhost:8000/orders/lines?count=3' -> {"line_ids": [2, 3, 4]}
+    curl -X POST localhost:8000/orders             -> {"order_id": ...}
+    curl -X POST 'localhost:8000/orders/lines?count=3' -> {"line_ids": [..., ..., ...]}
 
-FastAPI takes the same lifespan function.
+(the IDs go on from wherever the counter "orders" is).
+
+A web request waits for an ID at most WAIT_TIMEOUT seconds (the client's
+default, 60 s, suits a batch job, not a person waiting for a page); when the
+ID service cannot hand one out in time the answer is a 503 that says so and
+names the service, with Retry-After. FastAPI takes the same lifespan function.
 """
 
 from __future__ import annotations
@@ -22,16 +32,22 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from idblocks import AsyncSequence, ServiceUnavailable
+from idblocks import AsyncSequence, RetryPolicy, ServiceUnavailable
 from idblocks.async_backend import AsyncHttpBackend
 
 MAX_LINES = 100
+# Seconds a request waits for an ID, and one block request may take with its
+# retries: a person is waiting, so fail soon and say why.
+WAIT_TIMEOUT = 5.0
+RETRY = RetryPolicy(deadline=3.0)
 
 
 def create_app(endpoint: str, counter: str = "orders", **sequence_options: Any) -> Starlette:
+    sequence_options.setdefault("wait_timeout", WAIT_TIMEOUT)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        backend = AsyncHttpBackend(endpoint)
+        backend = AsyncHttpBackend(endpoint, retry=RETRY)
         async with AsyncSequence(backend, counter, **sequence_options) as ids:
             await ids.start()  # the first block is on its way before the first request
             app.state.ids = ids
@@ -49,8 +65,9 @@ def create_app(endpoint: str, counter: str = "orders", **sequence_options: Any) 
         return JSONResponse({"line_ids": list(ids)}, status_code=201)
 
     async def unavailable(request: Request, exc: Exception) -> JSONResponse:
-        # The ID service is down (or the counter too busy): the caller may retry.
-        body = {"error": "IDs are unavailable, retry"}
+        # The ID service is down, unreachable or too busy: say which, and when to retry.
+        why = f"{exc}: {exc.__cause__}" if exc.__cause__ else str(exc)
+        body = {"error": f"no ID from the ID service at {endpoint}: {why}; retry later"}
         return JSONResponse(body, status_code=503, headers={"Retry-After": "1"})
 
     return Starlette(

@@ -32,6 +32,19 @@ class FunctionSpec:
     timeout_seconds: float = 3.0  # Lambda's default when the template sets none
 
 
+@dataclass(frozen=True)
+class RouteAuth:
+    """How API Gateway authenticates one route: SigV4 (an AWS_IAM
+    authorizer) and/or an API key (ApiKeyRequired)."""
+
+    sigv4: bool
+    api_key: bool
+
+
+# CloudFormation's "leave the property out".
+NO_VALUE = {"Ref": "AWS::NoValue"}
+
+
 class Template:
     def __init__(self, path: Path = TEMPLATE, parameter_overrides: dict[str, str] | None = None) -> None:
         self.path = path
@@ -43,6 +56,10 @@ class Template:
         unknown = set(parameter_overrides or {}) - set(self.parameters)
         if unknown:
             raise ValueError(f"template.yaml has no parameter(s) {sorted(unknown)}")
+        for name, value in (parameter_overrides or {}).items():
+            allowed = [str(choice) for choice in self.raw["Parameters"][name].get("AllowedValues", [value])]
+            if value not in allowed:
+                raise ValueError(f"template.yaml's {name} takes {', '.join(allowed)}, not {value!r}")
         self.parameters.update(parameter_overrides or {})
         # What the functions run with locally: LOCAL_DEFAULTS, save where overridden.
         self.local_parameters = self.parameters | {
@@ -90,6 +107,34 @@ class Template:
                 timeout_seconds=float(self._resolve(timeout, {})),
             )
         return specs
+
+    def route_auth(self) -> dict[tuple[str, str], RouteAuth]:
+        """Each API route's authentication, by (METHOD, path), as the
+        template's Api events say for the parameters' values: the event's
+        Authorizer, else its API's DefaultAuthorizer; its ApiKeyRequired."""
+        apis = self.of_type("AWS::Serverless::Api")
+        found = {}
+        for resource in self.of_type("AWS::Serverless::Function").values():
+            for event in resource["Properties"].get("Events", {}).values():
+                if event["Type"] != "Api":
+                    continue
+                props = event["Properties"]
+                api = apis[props["RestApiId"]["Ref"]]["Properties"].get("Auth", {})
+                auth = props.get("Auth", {})
+                authorizer = self._taken(auth.get("Authorizer", api.get("DefaultAuthorizer", "NONE")))
+                api_key = self._taken(auth.get("ApiKeyRequired", api.get("ApiKeyRequired", False)))
+                found[props["Method"].upper(), props["Path"]] = RouteAuth(
+                    sigv4=self._resolve(authorizer, {}) == "AWS_IAM",
+                    api_key=api_key != NO_VALUE and self._resolve(api_key, {}) == "true",
+                )
+        return found
+
+    def _taken(self, value: Any) -> Any:
+        """``value`` with each Fn::If replaced by the branch its condition takes."""
+        while isinstance(value, dict) and set(value) == {"Fn::If"}:
+            condition, if_true, if_false = value["Fn::If"]
+            value = if_true if self.condition(condition) else if_false
+        return value
 
     def environment(self, logical_id: str, physical_names: dict[str, str]) -> dict[str, str]:
         """A function's environment variables as a local run gives them:

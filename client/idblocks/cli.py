@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -256,9 +257,33 @@ def run(args: argparse.Namespace) -> Any:
     return {"deleted": args.name}
 
 
+# The options of idblocks itself, which go before the command.
+GLOBAL_OPTIONS = ("--endpoint", "--auth", "--api-key", "--region", "--timeout")
+
+
+def _options_first(argv: list[str], command: str) -> list[str] | None:
+    """``argv`` with idblocks' own options given after ``command`` moved
+    before it (with their values); None if there are none."""
+    at = argv.index(command)
+    moved: list[str] = []
+    kept: list[str] = []
+    rest = iter(argv[at + 1 :])
+    for arg in rest:
+        if arg.split("=", 1)[0] in GLOBAL_OPTIONS:
+            moved += [arg] if "=" in arg else [arg, next(rest, "")]
+        else:
+            kept.append(arg)
+    return [*argv[:at], *moved, command, *kept] if moved else None
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     p = parser()
-    args = p.parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    args, unknown = p.parse_known_args(given)
+    if unknown:
+        fixed = _options_first(given, args.command)
+        hint = f"; idblocks' own options go before the command: idblocks {shlex.join(fixed)}" if fixed else ""
+        p.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
     if args.auth not in AUTH_CHOICES:
         choices = ", ".join(AUTH_CHOICES)
         p.error(f"argument --auth (or IDBLOCKS_AUTH): invalid choice: {args.auth!r} (choose from {choices})")

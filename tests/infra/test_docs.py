@@ -272,6 +272,18 @@ def test_samconfig_default_deploys_what_the_readme_table_says(template):
         assert str(template.raw["Parameters"][name]["Default"]) == value, name
 
 
+def test_samconfig_points_at_the_page_that_has_the_parameter_table():
+    """samconfig.toml sent readers to README.md's parameter table, which
+    had moved to docs/deploy.md."""
+    lines = (ROOT / "samconfig.toml").read_text().splitlines()
+    comments = " ".join(line.lstrip("# ") for line in lines if line.startswith("#"))
+    (page,) = re.findall(r"(\S+\.md)'s parameter table", comments)
+    assert ROOT / page == DEPLOY, (
+        f"samconfig.toml points at {page}; the table is in {DEPLOY.relative_to(ROOT)}"
+    )
+    assert readme_parameter_defaults()
+
+
 def test_the_readme_names_every_samconfig_environment():
     deploy = DEPLOY.read_text().split("\n## Deploy\n", 1)[1].split("\n## ", 1)[0]
     for env in samconfig():

@@ -6,12 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
 
 import httpx
 import pytest
 
 from devserver.process import DevServer
-from examples.asgi_ids import create_app
+from examples import asgi_ids
+from examples.asgi_ids import WAIT_TIMEOUT, create_app
+from localrun.environment import scrubbed_environment
+from localrun.template import ROOT
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +50,8 @@ def next_of(dev, counter):
 
 
 def test_concurrent_requests_get_unique_ids_and_shutdown_counts_the_rest(dev):
-    app = create_app(dev.url, "asgi-orders", initial_block=10)
+    # A crowd of 300 on a busy machine may wait longer than a web request should.
+    app = create_app(dev.url, "asgi-orders", initial_block=10, wait_timeout=60)
 
     async def main():
         async with served(app):
@@ -65,3 +74,54 @@ def test_concurrent_requests_get_unique_ids_and_shutdown_counts_the_rest(dev):
         assert run == list(range(run[0], run[0] + 7))
     # the service handed out exactly what the app used plus what it counted unused
     assert next_of(dev, "asgi-orders") - 1 == len(every) + unused
+
+
+def test_the_example_runs_as_its_docstring_says(dev):
+    """The command in the docstring, with uvicorn from .venv (it was in no
+    requirements file): the app serves IDs from the dev server."""
+    (command,) = re.findall(r"^\s*(IDBLOCKS_URL=\S+ uvicorn .*)$", asgi_ids.__doc__, re.MULTILINE)
+    variable, program, *args = shlex.split(command)
+    env = scrubbed_environment() | {"IDBLOCKS_URL": dev.url, "PYTHONUNBUFFERED": "1"}
+    assert variable.startswith("IDBLOCKS_URL=")
+    uvicorn = Path(sys.executable).parent / program
+    server = subprocess.Popen(
+        [str(uvicorn), *args, "--port", "0"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        for line in server.stdout:
+            found = re.search(r"Uvicorn running on (http://\S+)", line)
+            if found:
+                break
+        assert found, "uvicorn did not start"
+        reply = httpx.post(f"{found[1]}/orders", timeout=60)
+        assert reply.status_code == 201, reply.text
+        assert isinstance(reply.json()["order_id"], int)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        server.stdout.close()
+
+
+def test_with_the_id_service_down_a_request_fails_soon_with_a_503_that_says_why():
+    """A request waited the client's default 60 s, right for a batch job, then
+    got "IDs are unavailable, retry"."""
+    app = create_app("http://127.0.0.1:9", "asgi-down")  # nothing listens on port 9
+
+    async def main():
+        async with served(app):
+            assert app.state.ids.wait_timeout == WAIT_TIMEOUT <= 10
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
+                return await client.post("/orders")
+
+    reply = asyncio.run(main())
+    assert reply.status_code == 503
+    assert reply.headers["Retry-After"] == "1"
+    message = reply.json()["error"]
+    assert "http://127.0.0.1:9" in message  # which service
+    assert f"within {WAIT_TIMEOUT} s" in message  # how long it was given

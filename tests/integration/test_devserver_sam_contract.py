@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import time
 import uuid
 from importlib.metadata import version
 
@@ -36,6 +37,8 @@ def test_the_signatures_the_dev_server_calls_are_unchanged():
     service = inspect.signature(LocalApigwService.__init__).parameters
     assert {"api", "lambda_runner", "stderr"} <= set(service)
     assert callable(LocalApigwService.create)
+    event = inspect.signature(LocalApigwService._generate_lambda_event).parameters
+    assert list(event) == ["self", "flask_request", "route", "method", "endpoint"]
     stacks = inspect.signature(SamLocalStackProvider.get_stacks).parameters
     assert {"parameter_overrides", "language_extensions_enabled"} <= set(stacks)
     assert callable(StreamWriter.write_str)
@@ -150,3 +153,21 @@ def test_a_handler_that_runs_its_whole_timeout_fails_as_in_lambda(tmp_path, time
     http = create_app(load_api(ROOT / "template.yaml", {}), runner, {}).test_client()
     response = http.post("/counters/orders/next")
     assert response.status_code == status, response.text
+
+
+def test_each_request_has_its_own_request_id_and_time_as_api_gateway_gives_them(recorded):
+    """SAM CLI's events carried one requestId and one requestTimeEpoch for a
+    whole server's life (defaults evaluated once), so every allocation
+    record of a session had the same correlation id."""
+    runner, http = recorded
+    before = int(time.time() * 1000)
+    replies = [http.post("/counters/orders/next") for _ in range(3)]
+    after = int(time.time() * 1000)
+    contexts = [event["requestContext"] for _, event, _ in runner.calls]
+    assert len({context["requestId"] for context in contexts}) == 3
+    assert len({context["extendedRequestId"] for context in contexts}) == 3
+    assert all(context["extendedRequestId"] for context in contexts)
+    epochs = [context["requestTimeEpoch"] for context in contexts]
+    assert before <= epochs[0] <= epochs[1] <= epochs[2] <= after
+    # API Gateway names each answer by its request's id
+    assert [reply.headers["x-amzn-RequestId"] for reply in replies] == [c["requestId"] for c in contexts]

@@ -18,10 +18,17 @@ for this test, on a free port and a counters file of its own, and the
 address in the block is rewritten to it. Running every block a second time
 against the same servers is what a reader who tries the pages twice does:
 an example that only works once (a name it creates, a start it sets) fails.
+
+The first run reads the pages in a reader's order (the README, then docs/ as
+mkdocs.yml's nav lists them, then the client's README), and checks every
+answer a page shows: a shell command followed by a comment that is a JSON
+object (on its line, or on the next) must print that object, "..." standing
+for what the page says may differ.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
@@ -30,11 +37,29 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from devserver.process import DevServer, subprocess_environment
 from localrun.template import ROOT
 
-DOC_FILES = [ROOT / "README.md", ROOT / "client" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+def reading_order() -> list[Path]:
+    """The README, docs/ in mkdocs.yml's nav order (any page left out of it
+    after them), then the client package's README."""
+
+    def pages(nav: object) -> list[str]:
+        if isinstance(nav, str):
+            return [nav]
+        if isinstance(nav, dict):
+            return [page for value in nav.values() for page in pages(value)]
+        return [page for item in nav for page in pages(item)] if isinstance(nav, list) else []
+
+    nav = [ROOT / "docs" / page for page in pages(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"])]
+    rest = [page for page in sorted((ROOT / "docs").rglob("*.md")) if page not in nav]
+    return [ROOT / "README.md", *nav, *rest, ROOT / "client" / "README.md"]
+
+
+DOC_FILES = reading_order()
 NOT_RUN = {"starts a server", "needs AWS", "needs Docker"}
 EXAMPLE = re.compile(
     r"(?:^<!-- not-run: (?P<reason>[^>]*?) -->\n)?"
@@ -74,22 +99,16 @@ def examples() -> list[Example]:
 
 def server_args(page: Path, port: int) -> tuple[str, ...]:
     """The dev server options the page starts its server on ``port`` with,
-    without the port and the counters file (the test gives its own)."""
+    without the port (the test gives its own). Its counters file names the
+    server: two pages naming one file share a server, as a reader's would."""
     if port == DEFAULT_PORT:
         return ()
     candidates = set()
     for line in DEV_ARGS.findall(page.read_text()):
         args = shlex.split(line)
         if "--port" in args and args[args.index("--port") + 1] == str(port):
-            kept, skip = [], False
-            for arg in args:
-                if skip:
-                    skip = False
-                elif arg in ("--port", "--state-file"):
-                    skip = True
-                else:
-                    kept.append(arg)
-            candidates.add(tuple(kept))
+            at = args.index("--port")
+            candidates.add(tuple(args[:at] + args[at + 2 :]))
     assert len(candidates) == 1, (
         f"{page.relative_to(ROOT)} uses 127.0.0.1:{port}, but gives {len(candidates)} ways of starting "
         f'a server there (make dev DEV_ARGS="--port {port} ..."); it needs exactly one'
@@ -107,7 +126,11 @@ class Servers:
     def url_for(self, args: tuple[str, ...]) -> str:
         if args not in self.started:
             state = self.directory / f"state-{len(self.started)}.json"
-            self.started[args] = DevServer("--fresh", *args, state_file=state).start()
+            kept = list(args)
+            if "--state-file" in kept:  # the test's own file stands in for the page's
+                at = kept.index("--state-file")
+                del kept[at : at + 2]
+            self.started[args] = DevServer("--fresh", *kept, state_file=state).start()
         return self.started[args].url
 
     def stop(self) -> None:
@@ -115,8 +138,56 @@ class Servers:
             server.stop()
 
 
-def run(example: Example, servers: Servers) -> subprocess.CompletedProcess[str]:
-    body = example.body
+# A comment that is a JSON object (the answer a command prints), and what
+# the instrumented block prints after the command that answer is for.
+ANSWER = re.compile(r"#\s*(\{[^{}]*\})")
+MARK = "@@answer {}"
+
+
+def with_answers(body: str) -> tuple[str, list[str]]:
+    """A shell block with a line printed after each command whose answer
+    the page shows, and those answers, in order."""
+    lines = body.splitlines()
+    out: list[str] = []
+    answers: list[str] = []
+    for i, line in enumerate(lines):
+        out.append(line)
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        following = lines[i + 1] if i + 1 < len(lines) else ""
+        found = re.search(r"\s" + ANSWER.pattern, line) or (
+            ANSWER.match(following.strip()) if following.lstrip().startswith("#") else None
+        )
+        if found:
+            out.append(f"printf '\\n{MARK.format(len(answers))}\\n'")  # curl ends without a newline
+            answers.append(found[1])
+    return "\n".join(out) + "\n", answers
+
+
+def answer_matches(shown: str, printed: str) -> bool:
+    """The printed line is the answer shown ("..." standing for anything), as JSON."""
+    if "..." in shown:
+        pattern = ".*?".join(re.escape(part) for part in re.sub(r"\s", "", shown).split("..."))
+        return re.fullmatch(pattern, re.sub(r"\s", "", printed)) is not None
+    try:
+        return json.loads(shown) == json.loads(printed)
+    except ValueError:
+        return False
+
+
+def wrong_answers(example: Example, answers: list[str], stdout: str) -> list[str]:
+    """The answers ``example`` shows that its commands did not print."""
+    segments = re.split(r"^@@answer \d+\n", stdout, flags=re.MULTILINE)
+    wrong = []
+    for shown, segment in zip(answers, segments, strict=False):
+        printed = (segment.strip().splitlines() or [""])[-1]
+        if not answer_matches(shown, printed):
+            wrong.append(f"{example.where}: the page shows {shown}, the command printed {printed}")
+    return wrong
+
+
+def run(example: Example, servers: Servers, marked: bool = False) -> subprocess.CompletedProcess[str]:
+    body = with_answers(example.body)[0] if marked and example.lang != "python" else example.body
     for port in sorted({int(port) for port in LOCAL_URL.findall(body)}):
         url = servers.url_for(server_args(example.page, port))
         body = body.replace(f"http://127.0.0.1:{port}", url)
@@ -182,14 +253,31 @@ def test_every_runnable_example_runs_twice_against_fresh_dev_servers(tmp_path):
     try:
         for attempt in (1, 2):
             for example in RUNNABLE:
-                done = run(example, servers)
+                # The first run is a reader's first: the answers the pages show are checked.
+                done = run(example, servers, marked=attempt == 1)
                 output = done.stdout + done.stderr
                 # curl exits 0 on an HTTP error; the API's errors are JSON with "error".
                 if done.returncode != 0 or '{"error"' in output:
                     failures.append(f"run {attempt}, {example.where} (exit {done.returncode}):\n{output}")
+                elif attempt == 1 and example.lang != "python":
+                    failures += wrong_answers(example, with_answers(example.body)[1], done.stdout)
     finally:
         servers.stop()
     assert not failures, "\n\n".join(failures)
+
+
+def test_the_answers_a_page_shows_are_found_and_compared():
+    """Guards the answer check itself: finding none would pass every page."""
+    body, answers = with_answers(
+        'curl -X POST x\n# {"id":1}\nidblocks next orders   # {"id": ...}\necho done\n'
+    )
+    assert answers == ['{"id":1}', '{"id": ...}']
+    assert body.count("@@answer") == 2
+    assert answer_matches('{"id": ...}', '{"id": 102}')
+    assert answer_matches('{"counter":"orders","id":1}', '{"counter": "orders", "id": 1}')
+    assert not answer_matches('{"counter":"orders","id":1}', '{"counter":"orders","id":2}')
+    shown = sum(len(with_answers(example.body)[1]) for example in RUNNABLE if example.lang != "python")
+    assert shown >= 8
 
 
 @pytest.mark.parametrize("reason", sorted(NOT_RUN))

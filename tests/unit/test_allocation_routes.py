@@ -177,6 +177,9 @@ def test_bodies_that_are_not_json_are_415(api, table_snapshot, content_type):
     before = table_snapshot()
     reply = api.call("batch", name="orders", raw_body='{"count": 5}', headers={"Content-Type": content_type})
     assert (reply.status, reply.error_code) == (415, "unsupported_media_type")
+    # what to send instead: the header, by name, and its value
+    assert "Content-Type: application/json" in reply.body["error"]["message"]
+    assert content_type.split(";")[0] in reply.body["error"]["message"]
     assert reply.headers["Cache-Control"] == "no-store"
     assert table_snapshot() == before
 

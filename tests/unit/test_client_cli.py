@@ -74,6 +74,35 @@ def test_an_unknown_auth_option_is_bad_usage(capsys):
     assert stub.requests == []
 
 
+@pytest.mark.parametrize(
+    ("argv", "fixed"),
+    [
+        (["next", "orders", "--auth", "none"], "idblocks --auth none next orders"),
+        (
+            ["batch", "orders", "5", "--timeout=3", "--region", "eu-west-1"],
+            "idblocks --timeout=3 --region eu-west-1 batch orders 5",
+        ),
+        (["list", "--limit", "2", "--auth", "none"], "idblocks --auth none list --limit 2"),
+    ],
+)
+def test_an_option_after_the_command_is_told_to_go_before_it(capsys, argv, fixed):
+    """`idblocks next orders --auth none` said only "unrecognized arguments"."""
+    with StubServer([ONE_ID]) as stub:
+        status, out, err = run(capsys, "--endpoint", stub.url, *argv)
+    assert (status, out) == (2, "")
+    assert "go before the command" in err
+    assert fixed.replace("idblocks ", f"idblocks --endpoint {stub.url} ") in err, err
+    assert stub.requests == []
+
+
+def test_an_unknown_argument_is_still_named(capsys):
+    with StubServer([ONE_ID]) as stub:
+        status, _, err = run(capsys, "--endpoint", stub.url, "next", "orders", "--frobnicate")
+    assert status == 2
+    assert "unrecognized arguments: --frobnicate" in err
+    assert "go before" not in err
+
+
 def test_the_auth_in_the_environment_is_used(capsys, monkeypatch):
     monkeypatch.setenv("IDBLOCKS_AUTH", "api-key")
     monkeypatch.setenv("IDBLOCKS_API_KEY", "k-123")

@@ -1,0 +1,283 @@
+"""What API Gateway does to a request before a function runs, in the dev
+server: authenticate it as the deployed stage would (ClientAuth), and give it
+a request id of its own.
+
+Authentication is off unless ClientAuth is given (``--parameter
+ClientAuth=...``): then each route takes what template.yaml says for that
+value (localrun.template.Template.route_auth), SigV4 checked by
+devserver.sigv4 against the credentials the dev server was given, API keys
+against the keys it printed at start or was given. Off, every route answers
+unsigned callers, as `make dev` always has, admin included.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import string
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from devserver.sigv4 import SERVICE, Key, Received, Refused, verify
+from localrun.template import RouteAuth
+
+# The account in the ARNs of local stand-ins (as localrun.invoke's context).
+LOCAL_ACCOUNT = "123456789012"
+DEFAULT_REGION = "us-east-1"
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """What API Gateway gives one request: its ids and its arrival time."""
+
+    request_id: str
+    extended_request_id: str
+    epoch_ms: int
+
+    @classmethod
+    def now(cls) -> Stamp:
+        # API Gateway's extended ids are 16 characters of base64.
+        extended = base64.b64encode(secrets.token_bytes(10)).decode()
+        return cls(str(uuid.uuid4()), extended, int(datetime.now(UTC).timestamp() * 1000))
+
+    def stamp(self, event: dict[str, Any], identity: Mapping[str, Any]) -> dict[str, Any]:
+        """``event`` (SAM CLI's, which gives every request of a server the
+        same requestId and time) with this request's, and the caller as the
+        gateway authenticated it."""
+        context = event.setdefault("requestContext", {})
+        arrived = datetime.fromtimestamp(self.epoch_ms / 1000, UTC)
+        context["requestId"] = self.request_id
+        context["extendedRequestId"] = self.extended_request_id
+        context["requestTimeEpoch"] = self.epoch_ms
+        context["requestTime"] = arrived.strftime("%d/%b/%Y:%H:%M:%S +0000")
+        context.setdefault("identity", {}).update(identity)
+        return event
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """The key SigV4 requests are checked against, and where it came from."""
+
+    key: Key
+    source: str
+    account: str = LOCAL_ACCOUNT
+    made_here: bool = False
+
+
+def found_credentials(environ: Mapping[str, str]) -> Credentials | None:
+    """The credentials the clients would find in ``environ``: the AWS_*
+    variables (AWS_CREDENTIAL_EXPIRATION included), else the static keys of
+    the profile (AWS_PROFILE, else default). Nothing that needs the network
+    (roles, SSO, instance metadata) is tried."""
+    from botocore.credentials import EnvProvider
+    from botocore.session import Session
+    from botocore.utils import parse_timestamp
+
+    account = environ.get("AWS_ACCOUNT_ID") or LOCAL_ACCOUNT
+    # Read without the expiry: botocore would refresh (and fail on) an expired
+    # pair, where the gateway still knows it and answers expired_token.
+    static = EnvProvider(
+        environ={k: v for k, v in environ.items() if k != "AWS_CREDENTIAL_EXPIRATION"}
+    ).load()
+    if static is not None:
+        expiry = environ.get("AWS_CREDENTIAL_EXPIRATION")
+        expires = parse_timestamp(expiry) if expiry else None
+        key = Key(static.access_key, static.secret_key, static.token, expires)
+        return Credentials(key, "AWS_ACCESS_KEY_ID", account)
+    session = Session()
+    for provider in session.get_component("credential_provider").providers:
+        if provider.METHOD in ("shared-credentials-file", "config-file"):
+            found = provider.load()
+            if found is not None:
+                key = Key(found.access_key, found.secret_key, found.token)
+                return Credentials(key, f"profile {session.profile or 'default'}", account)
+    return None
+
+
+def made_credentials() -> Credentials:
+    """A key pair for this run, for a developer with none."""
+    upper = string.ascii_uppercase + string.digits
+    access_key = "AKIA" + "".join(secrets.choice(upper) for _ in range(16))
+    return Credentials(Key(access_key, secrets.token_urlsafe(30)), "made for this run", made_here=True)
+
+
+def region_of(environ: Mapping[str, str]) -> str:
+    """The region the clients would sign for: AWS_REGION, AWS_DEFAULT_REGION
+    or the profile's, else us-east-1."""
+    from botocore.session import Session
+
+    return (
+        environ.get("AWS_REGION")
+        or environ.get("AWS_DEFAULT_REGION")
+        or Session().get_config_variable("region")
+        or DEFAULT_REGION
+    )
+
+
+def api_key_id(key: str) -> str:
+    """A key's id, as API Gateway names a key apart from its value."""
+    return hashlib.sha256(key.encode()).hexdigest()[:10]
+
+
+def made_api_key() -> str:
+    alphabet = string.ascii_letters + string.digits
+    return "".join(secrets.choice(alphabet) for _ in range(40))
+
+
+@dataclass
+class Gateway:
+    """Authentication as the deployed stage does it for ``client_auth``
+    (None: off). ``routes``: each route's RouteAuth for that value."""
+
+    client_auth: str | None = None
+    routes: Mapping[tuple[str, str], RouteAuth] = field(default_factory=dict)
+    credentials: Credentials | None = None
+    api_keys: Sequence[str] = ()
+    region: str = DEFAULT_REGION
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+
+    def authenticate(self, method: str, resource: str, received: Received) -> dict[str, Any]:
+        """The caller's identity fields (requestContext.identity) for a
+        request to ``resource``; raises Refused, saying what to do."""
+        need = self.routes.get((method, resource)) if self.client_auth else None
+        identity: dict[str, Any] = {}
+        if need is None:
+            return identity
+        route = f"{method} {resource}"
+        if need.sigv4:
+            keys = {} if self.credentials is None else {self.credentials.key.access_key: self.credentials.key}
+            try:
+                key = verify(received, keys, self.region, self.clock())
+            except Refused as refused:
+                raise Refused(refused.kind, self._advice(refused, route), refused.error_type) from None
+            user = f"arn:aws:iam::{self.credentials.account}:user/{key.access_key}"
+            identity |= {
+                "accessKey": key.access_key,
+                "accountId": self.credentials.account,
+                "caller": key.access_key,
+                "user": key.access_key,
+                "userArn": user,
+            }
+        if need.api_key:
+            given = received.header("x-api-key")
+            if not given or not any(
+                hmac.compare_digest(given[0].encode(), k.encode()) for k in self.api_keys
+            ):
+                what = "no x-api-key header" if not given else "an x-api-key that is none of the dev server's"
+                raise Refused(
+                    "INVALID_API_KEY",
+                    f"Forbidden: {route} takes an API key (ClientAuth API_KEY) and the request has {what}: "
+                    "send one of the keys its banner shows (made at start, or --api-key) in x-api-key",
+                )
+            identity |= {"apiKey": given[0], "apiKeyId": api_key_id(given[0])}
+        return identity
+
+    def _advice(self, refused: Refused, route: str) -> str:
+        """The gateway's reason, then what to do about it here."""
+        reason = refused.reason.rstrip(".")
+        admin = "; so does every admin route" if route.split()[1].startswith("/admin") else ""
+        why = f"{route} takes SigV4 for {SERVICE} in {self.region} (ClientAuth {self.client_auth}{admin})"
+        key = self.credentials.key if self.credentials else None
+        if refused.error_type == "MissingAuthenticationTokenException":
+            return (
+                f"{reason}: {why}. Sign it with the credentials its banner names: "
+                "IamAuth() in the clients, idblocks --auth iam, curl --aws-sigv4"
+            )
+        if refused.kind == "MISSING_AUTHENTICATION_TOKEN":
+            return (
+                f"{reason}. {why}: send a whole SigV4 Authorization header "
+                "(AWS4-HMAC-SHA256 Credential=..., SignedHeaders=..., Signature=...)"
+            )
+        if refused.kind == "ACCESS_DENIED":
+            known = (
+                "none" if key is None else key.access_key + (" with its session token" if key.token else "")
+            )
+            return f"{reason}. The dev server knows one access key, {known}: sign with it. {why}"
+        if refused.kind == "EXPIRED_TOKEN":
+            return f"{reason}: refresh the credentials, and start the dev server with the new ones"
+        return (
+            f"{reason}. {why}: sign with the secret key of {key.access_key if key else 'its access key'}, "
+            f"for {self.region}, with the clock right"
+        )
+
+    def curl_auth(self, method: str, resource: str) -> str:
+        """What curl needs to be let through to ``resource`` (curl signs SigV4 itself)."""
+        need = self.routes.get((method, resource)) if self.client_auth else None
+        added = ""
+        if need is not None and need.sigv4:
+            added += f' --aws-sigv4 "aws:amz:{self.region}:{SERVICE}"'
+            added += ' --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY"'
+            if self.credentials is not None and self.credentials.key.token:
+                added += ' -H "x-amz-security-token: $AWS_SESSION_TOKEN"'
+        if need is not None and need.api_key and self.api_keys:
+            added += f" -H 'x-api-key: {self.api_keys[0]}'"
+        return added
+
+    def describe(self) -> list[str]:
+        """The banner's lines on authentication."""
+        if not self.client_auth:
+            return [
+                "  Auth      off: every route answers unsigned requests (the admin routes too);",
+                "            --parameter ClientAuth=AWS_IAM, API_KEY or NONE: as a deployed stack does",
+            ]
+        clients = {
+            "AWS_IAM": "next and batch take SigV4",
+            "API_KEY": "next and batch take an API key in x-api-key",
+            "NONE": "next and batch take anyone",
+        }[self.client_auth]
+        lines = [f"  Auth      ClientAuth {self.client_auth}: {clients}; the admin routes take SigV4"]
+        if self.credentials is not None:
+            key = self.credentials.key
+            lines.append(
+                f"  SigV4     {SERVICE} in {self.region}, "
+                f"access key {key.access_key} ({self.credentials.source})"
+            )
+            if self.credentials.made_here:
+                lines.append(
+                    f"            export AWS_ACCESS_KEY_ID={key.access_key} "
+                    f"AWS_SECRET_ACCESS_KEY={key.secret_key} AWS_REGION={self.region}"
+                )
+        for key in self.api_keys:
+            lines.append(f"  API key   {key}   (export IDBLOCKS_API_KEY={key})")
+        return lines
+
+
+def gateway_for(
+    client_auth: str | None,
+    routes: Mapping[tuple[str, str], RouteAuth],
+    environ: Mapping[str, str],
+    api_keys: Sequence[str] = (),
+    region: str | None = None,
+) -> Gateway:
+    """The gateway for ``client_auth`` (None: off), with the credentials and
+    region found in ``environ`` (the dev server's own, read before the
+    functions' environment replaces it) or made for this run."""
+    if not client_auth:
+        return Gateway()
+    credentials = found_credentials(environ) or made_credentials()
+    if client_auth == "API_KEY" and not api_keys:
+        api_keys = [made_api_key()]
+    return Gateway(
+        client_auth,
+        routes,
+        credentials,
+        list(api_keys) if client_auth == "API_KEY" else [],
+        region or region_of(environ),
+    )
+
+
+def received_from(environ: Mapping[str, Any], headers: Sequence[tuple[str, str]], body: bytes) -> Received:
+    """The request as it reached the server: the path and query as sent
+    (werkzeug keeps the request line's target in RAW_URI), not as decoded."""
+    from urllib.parse import quote
+
+    target = environ.get("RAW_URI") or environ.get("REQUEST_URI")
+    if target is None:  # a WSGI test client: no request line, only the decoded path
+        target = quote(environ.get("PATH_INFO", "")) + "?" + environ.get("QUERY_STRING", "")
+    path, _, query = target.partition("?")
+    return Received(environ.get("REQUEST_METHOD", "GET"), path, query, headers, body)

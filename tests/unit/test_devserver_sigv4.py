@@ -1,0 +1,183 @@
+"""The dev server's SigV4 check (devserver/sigv4.py), in-process: what a
+client's signer (botocore's) signs verifies, and each change to a signed
+request, or to what it was signed with, is refused as API Gateway refuses it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from urllib.parse import urlsplit
+
+import pytest
+
+from devserver.sigv4 import Key, Received, Refused, verify
+from tests.support.signing import ACCESS_KEY, REGION, SECRET_KEY, TOKEN, sign, skewed
+
+BASE = "http://127.0.0.1:3000"
+KEYS = {ACCESS_KEY: Key(ACCESS_KEY, SECRET_KEY)}
+
+
+def received(method: str, url: str, headers: dict[str, str], body: bytes = b"") -> Received:
+    parts = urlsplit(url)
+    host = {"Host": parts.netloc}  # as the HTTP client sends it
+    return Received(method, parts.path, parts.query, list((host | headers).items()), body)
+
+
+def check(request: Received, keys: dict[str, Key] = KEYS, now: datetime | None = None) -> Key:
+    return verify(request, keys, REGION, now or datetime.now(UTC))
+
+
+def refusal(request: Received, **kwargs) -> tuple[str, str]:
+    with pytest.raises(Refused) as refused:
+        check(request, **kwargs)
+    return refused.value.kind, refused.value.error_type
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("POST", "/counters/ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-/next", b""),
+        ("POST", "/counters/..x/batch", b'{"count": 5}'),
+        ("GET", "/admin/counters?limit=10&cursor=eyJuYW1lIjoib3JkZXJzIn0%3D", b""),
+        ("GET", "/admin/counters?cursor=a%2Bb%2Fc%3D&limit=2", b""),
+        ("PUT", "/admin/counters/invoices", '{"next": 5, "note": "é"}'.encode()),
+        ("POST", "/counters/orders%2F2024/next", b""),
+        ("GET", "/admin/counters?a=1&a=0&b=", b""),
+    ],
+)
+def test_what_botocore_signs_verifies(method, path, body):
+    url = BASE + path
+    assert check(received(method, url, sign(method, url, body), body)).access_key == ACCESS_KEY
+
+
+def test_a_query_sent_encoded_otherwise_than_signed_verifies_as_api_gateway_decodes_it():
+    """API Gateway compares the query decoded and re-encoded the one SigV4 way."""
+    headers = sign("GET", BASE + "/admin/counters?cursor=a~b")
+    assert check(received("GET", BASE + "/admin/counters?cursor=a%7Eb", headers))
+
+
+def test_header_values_are_compared_with_their_spaces_folded():
+    url = BASE + "/counters/orders/next"
+    headers = sign("POST", url, headers={"X-Note": "a  b"})
+    headers["X-Note"] = "  a b "
+    assert check(received("POST", url, headers))
+
+
+def test_the_clock_window_is_five_minutes_either_way():
+    url = BASE + "/counters/orders/next"
+    headers = sign("POST", url)
+    signed_at = datetime.strptime(headers["X-Amz-Date"], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    request = received("POST", url, headers)
+    for off in (timedelta(minutes=5), -timedelta(minutes=5), timedelta(0)):
+        assert check(request, now=signed_at + off)
+    for off in (timedelta(minutes=5, seconds=1), -timedelta(minutes=5, seconds=1)):
+        assert refusal(request, now=signed_at + off) == ("INVALID_SIGNATURE", "InvalidSignatureException")
+
+
+def without_part(headers: dict[str, str], part: str) -> dict[str, str]:
+    kept = [piece for piece in headers["Authorization"].split(", ") if not piece.startswith(part)]
+    return headers | {"Authorization": ", ".join(kept)}
+
+
+URL = BASE + "/counters/orders/batch"
+BODY = b'{"count": 3}'
+INCOMPLETE = ("MISSING_AUTHENTICATION_TOKEN", "IncompleteSignatureException")
+INVALID = ("INVALID_SIGNATURE", "InvalidSignatureException")
+DENIED = ("ACCESS_DENIED", "AccessDeniedException")
+
+
+def signed(**signing) -> dict[str, str]:
+    return sign("POST", URL, BODY, **signing)
+
+
+CASES = {
+    "unsigned": (
+        lambda: received("POST", URL, {}, BODY),
+        ("MISSING_AUTHENTICATION_TOKEN", "MissingAuthenticationTokenException"),
+    ),
+    "another scheme": (
+        lambda: received("POST", URL, {"Authorization": "Basic dXNlcjpwdw=="}, BODY),
+        INCOMPLETE,
+    ),
+    "no Credential": (
+        lambda: received("POST", URL, without_part(signed(), "AWS4-HMAC-SHA256 Credential"), BODY),
+        INCOMPLETE,
+    ),
+    "no Signature": (lambda: received("POST", URL, without_part(signed(), "Signature"), BODY), INCOMPLETE),
+    "a short scope": (
+        lambda: received(
+            "POST",
+            URL,
+            signed() | {"Authorization": signed()["Authorization"].replace("/aws4_request", "")},
+            BODY,
+        ),
+        INCOMPLETE,
+    ),
+    "no X-Amz-Date": (
+        lambda: received("POST", URL, {k: v for k, v in signed().items() if k != "X-Amz-Date"}, BODY),
+        INCOMPLETE,
+    ),
+    "a malformed X-Amz-Date": (
+        lambda: received("POST", URL, signed() | {"X-Amz-Date": "yesterday"}, BODY),
+        INCOMPLETE,
+    ),
+    "a scope dated another day": (
+        lambda: received("POST", URL, signed() | {"X-Amz-Date": "20200101T000000Z"}, BODY),
+        INVALID,
+    ),
+    "the wrong secret": (lambda: received("POST", URL, signed(secret_key="nope"), BODY), INVALID),
+    "another region": (lambda: received("POST", URL, signed(region="ap-south-1"), BODY), INVALID),
+    "another service": (lambda: received("POST", URL, signed(service="execute-apis"), BODY), INVALID),
+    "another method": (lambda: received("PUT", URL, signed(), BODY), INVALID),
+    "another body": (lambda: received("POST", URL, signed(), b'{"count": 4}'), INVALID),
+    "a signed header changed": (
+        lambda: received("POST", URL, signed() | {"Content-Type": "text/plain"}, BODY),
+        INVALID,
+    ),
+    "an unknown access key": (lambda: received("POST", URL, signed(access_key="AKIAOTHER"), BODY), DENIED),
+    "a token the keys do not have": (lambda: received("POST", URL, signed(token=TOKEN), BODY), DENIED),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_each_mistake_is_refused_as_api_gateway_refuses_it(case):
+    make, expected = CASES[case]
+    assert refusal(make()) == expected
+
+
+def test_a_skewed_signer_is_refused():
+    with skewed(-7):
+        headers = signed()
+    assert refusal(received("POST", URL, headers, BODY)) == INVALID
+
+
+def test_temporary_credentials_need_their_token_and_end_at_their_expiry():
+    now = datetime.now(UTC)
+    temporary = {ACCESS_KEY: Key(ACCESS_KEY, SECRET_KEY, TOKEN, expires=now + timedelta(minutes=1))}
+    assert check(received("POST", URL, signed(token=TOKEN), BODY), keys=temporary)
+    assert refusal(received("POST", URL, signed(), BODY), keys=temporary) == DENIED
+    assert refusal(received("POST", URL, signed(token=TOKEN + "x"), BODY), keys=temporary) == DENIED
+    expired = {ACCESS_KEY: Key(ACCESS_KEY, SECRET_KEY, TOKEN, expires=now - timedelta(seconds=1))}
+    assert refusal(received("POST", URL, signed(token=TOKEN), BODY), keys=expired) == (
+        "EXPIRED_TOKEN",
+        "ExpiredTokenException",
+    )
+
+
+def test_a_host_left_out_of_the_signature_is_refused():
+    headers = signed()
+    headers["Authorization"] = headers["Authorization"].replace("content-type;host;", "content-type;")
+    assert refusal(received("POST", URL, headers, BODY)) == INCOMPLETE
+
+
+@pytest.mark.parametrize(
+    ("signing", "reason"),
+    [
+        ({"region": "ap-south-1"}, "Credential should be scoped to a valid region, not 'ap-south-1'"),
+        ({"service": "lambda"}, "Credential should be scoped to correct service: 'execute-api'"),
+        ({"secret_key": "nope"}, "The request signature we calculated does not match"),
+    ],
+)
+def test_the_reason_is_api_gateways_own_words(signing, reason):
+    with pytest.raises(Refused) as refused:
+        check(received("POST", URL, signed(**signing), BODY))
+    assert refused.value.reason.startswith(reason), refused.value.reason
