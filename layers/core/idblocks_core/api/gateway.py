@@ -255,8 +255,8 @@ def resolve(routes: Routes, event: dict[str, Any], context: Any) -> dict[str, An
         headers = merged(event.get("headers"), event.get("multiValueHeaders"), str.lower)
         media_types = {str(given).split(";")[0].strip().lower() for given in headers.get("content-type", [])}
         if (text or route.body is not None) and media_types - {JSON}:
-            given = ", ".join(sorted(media_types))[:100]
-            message = f"send the request body as JSON, with the header Content-Type: {JSON} (not {given})"
+            sent = ", ".join(sorted(media_types))[:100]
+            message = f"send the request body as JSON, with the header Content-Type: {JSON} (not {sent})"
             return error_response(415, "unsupported_media_type", message)
         query = merged(event.get("queryStringParameters"), event.get("multiValueQueryStringParameters"), str)
         sources = {"path": path, "body": _read_body(text, route), "header": headers, "query": query}
