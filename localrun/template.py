@@ -13,6 +13,8 @@ from typing import Any
 from samcli.yamlhelper import yaml_parse
 
 ROOT = Path(__file__).resolve().parent.parent
+# What leaves a property (or a list's entry) out where a condition says so.
+NO_VALUE = {"Ref": "AWS::NoValue"}
 TEMPLATE = ROOT / "template.yaml"
 
 
@@ -67,7 +69,13 @@ class Template:
         for logical_id, resource in self.of_type("AWS::Serverless::Function").items():
             props = resource["Properties"]
             module, handler = props["Handler"].rsplit(".", 1)
-            layers = props.get("Layers", globals_.get("Layers", []))
+            # Only the stack's own layers run locally: a layer given by ARN
+            # (the OpenTelemetry one) is AWS's, and left out when not chosen.
+            layers = [
+                layer
+                for layer in map(self._chosen, props.get("Layers", globals_.get("Layers", [])))
+                if isinstance(layer, dict) and layer.get("Ref") in self.resources
+            ]
             timeout = props.get("Timeout", globals_.get("Timeout", 3))
             specs[logical_id] = FunctionSpec(
                 logical_id=logical_id,
@@ -88,7 +96,18 @@ class Template:
         variables = dict(globals_.get("Environment", {}).get("Variables", {}))
         own = self.resources[logical_id]["Properties"].get("Environment", {}).get("Variables", {})
         variables.update(own)
-        return {key: self._resolve(value, physical_names) for key, value in variables.items()}
+        return {
+            key: self._resolve(value, physical_names)
+            for key, value in variables.items()
+            if self._chosen(value) != NO_VALUE
+        }
+
+    def _chosen(self, value: Any) -> Any:
+        """``value`` with its Fn::If decided by the template's Conditions."""
+        while isinstance(value, dict) and set(value) == {"Fn::If"}:
+            condition, if_true, if_false = value["Fn::If"]
+            value = if_true if self.condition(condition) else if_false
+        return value
 
     def _resolve(self, value: Any, physical_names: dict[str, str]) -> str:
         """A value as CloudFormation would give it: literals, Refs to
