@@ -62,6 +62,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import botocore
 import botocore.session
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
@@ -118,6 +119,11 @@ BOTO_CONFIG = Config(
     # first). The test suites turn the check on (tests/conftest.py), so every
     # request shape the store sends is checked there; DynamoDB checks again.
     parameter_validation=False,
+    # botocore rebuilds its default User-Agent, about forty sanitised parts,
+    # for every request: a sixth of a warm request here (docs/performance.md).
+    # A fixed one is joined once; DynamoDB's logs (CloudTrail's userAgent)
+    # still name the service and botocore's version.
+    user_agent=f"idblocks botocore/{botocore.__version__}",
 )
 
 _THROTTLING_CODES = frozenset(
