@@ -82,7 +82,7 @@ def lambda_environment(function_dir: Path) -> dict[str, str]:
     env = scrubbed_environment((*AWS_PREFIXES, "PYTHON", "_X_AMZN"))
     env |= default_template().environment("NextFunction", TABLE_NAMES)
     env |= {
-        # what the Lambda runtime sets (the X-Ray SDK, for one, reads LAMBDA_TASK_ROOT)
+        # what the Lambda runtime sets (Powertools and the OpenTelemetry layer read some of it)
         "AWS_LAMBDA_FUNCTION_NAME": "bench",
         "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512",
         "AWS_EXECUTION_ENV": "AWS_Lambda_python3.13",
