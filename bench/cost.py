@@ -15,7 +15,7 @@ them. A month is 730 hours, as AWS's own pricing examples take it.
 
 Workloads: IDs handed out at 10^3, 10^6 and 10^8 IDs/s, steadily, by each
 WAY of taking them, with and without an Idempotency-Key, with the Tracing
-parameter Active and PassThrough. How many requests and writes a way needs
+parameter Active and Disabled. How many requests and writes a way needs
 per ID comes from the project's own models, not from guesses:
   - `next`: one request and one counter write per ID;
   - cached `next` (cache 1,000): one request per ID, and the counter writes
@@ -45,9 +45,9 @@ priced: it depends on the retention (LogRetentionDays) and on compression;
 cost.json gives the GB ingested per month.
 
 X-Ray: the default sampling rule records the first request each second and
-5 % of the others. The API stage traces whatever the Tracing parameter says
-(TracingEnabled in template.yaml), so PassThrough does not remove this line:
-it removes the functions' segments, which are not billed by themselves.
+5 % of the others, with the Tracing parameter Active (the API stage and
+Lambda record them; no SDK in the functions). Disabled records nothing: the
+stage's TracingEnabled follows the parameter, so the line is 0.
 
 Fixed each month whatever the load: the custom metrics the code emits (as
 many as the dashboard plots of its namespace, which a test holds equal), the
@@ -199,6 +199,7 @@ class Usage:
     log_bytes_per_request: float
     log_events_per_request: float
     basis: str
+    traced: bool = True
 
 
 @dataclass(frozen=True)
@@ -254,7 +255,7 @@ def usage(inputs: Inputs, way: Way, rate: float, keyed: bool, tracing: bool) -> 
     if tracing:
         log_bytes += app_lines * XRAY_LOGGER_FIELD_BYTES + XRAY_REPORT_BYTES
     else:
-        # PassThrough still passes the trace header on: the Logger still adds its id.
+        # Lambda still gives each invocation a trace header: the Logger still adds its id.
         log_bytes += app_lines * XRAY_LOGGER_FIELD_BYTES
     events = app_lines + PLATFORM_LINES
     log_bytes += REPORT_BYTES + events * EVENT_OVERHEAD_BYTES
@@ -268,6 +269,7 @@ def usage(inputs: Inputs, way: Way, rate: float, keyed: bool, tracing: bool) -> 
         log_bytes_per_request=log_bytes,
         log_events_per_request=events,
         basis=basis,
+        traced=tracing,
     )
 
 
@@ -302,7 +304,7 @@ def monthly_bill(inputs: Inputs, use: Usage) -> dict[str, float]:
             requests * use.log_bytes_per_request / GB
         ),
         "xray": PRICES["xray_trace_recorded"].monthly(
-            xray_traces_per_second(use.requests_per_second) * SECONDS_PER_MONTH
+            xray_traces_per_second(use.requests_per_second) * SECONDS_PER_MONTH if use.traced else 0
         ),
     } | fixed_monthly(inputs)
 
@@ -477,7 +479,7 @@ def doc_table(results: dict[str, Any]) -> str:
         rows.append(f"| {kind} | {measured:,.0f} | {record:,.0f} |")
     rows += [
         "",
-        "Monthly bill by service, Tracing Active (PassThrough in brackets where it differs):",
+        "Monthly bill by service, Tracing Active (Disabled in brackets where it differs):",
         "",
         "| way, key, IDs/s | API Gateway | Lambda | DynamoDB | CloudWatch Logs | X-Ray | fixed | total |",
         "|---|---|---|---|---|---|---|---|",

@@ -13,6 +13,11 @@ Each measurement starts at the first line of its function, before any import
 of its own, so what it imports is in the figure; nothing is imported at
 module level beyond what the interpreter has loaded before any code runs.
 DynamoDB is a botocore Stubber (no network).
+
+With BENCH_OPENTELEMETRY set to a directory holding what AWS's OpenTelemetry
+layer holds (bench/opentelemetry-layer.txt), cold and warm first do what that
+layer does before the runtime loads the handler (start_opentelemetry), as the
+OpenTelemetryLayerArn parameter deploys it.
 """
 
 import sys
@@ -43,6 +48,33 @@ def stub(client, calls, route):
     return stubber
 
 
+def start_opentelemetry():
+    """What a function under the OpenTelemetry layer's wrapper runs before
+    its handler: the layer's packages after the core's (which, loaded first,
+    win where both hold one), the auto-instrumentation the wrapper starts
+    (the AWS distro and its configurator, every instrumentation the wrapper's
+    environment leaves enabled), then the handler (ORIG_HANDLER) wrapped by
+    the aws-lambda instrumentation, with the invocation's trace header as its
+    parent. Nothing without BENCH_OPENTELEMETRY."""
+    import os
+
+    layer_dir = os.environ.get("BENCH_OPENTELEMETRY")
+    if not layer_dir:
+        return
+    sys.path.append(layer_dir)
+    from opentelemetry.instrumentation.auto_instrumentation import initialize
+
+    initialize()
+    from opentelemetry.instrumentation.aws_lambda import AwsLambdaInstrumentor
+    from opentelemetry.propagate import get_global_textmap
+
+    def parent_from_lambdas_header(event):
+        return get_global_textmap().extract({"X-Amzn-Trace-Id": os.environ.get("_X_AMZN_TRACE_ID", "")})
+
+    # wraps app.lambda_handler where it is defined, importing it
+    AwsLambdaInstrumentor().instrument(event_context_extractor=parent_from_lambdas_header)
+
+
 def context():
     """What Lambda passes the handler."""
     from localrun.invoke import LocalContext
@@ -55,6 +87,7 @@ def cold(function_dir, layer_dir, route, event_path):
     import json
 
     sys.path[:0] = [function_dir, layer_dir]
+    start_opentelemetry()
     import app
 
     from idblocks_core.core import core
@@ -92,10 +125,10 @@ def _import_powertools_logging_metrics():
     importlib.import_module("aws_lambda_powertools.metrics")
 
 
-def _create_tracer():
+def _create_logger_and_metrics():
     import importlib
 
-    # what the handlers' tracer costs: with tracing on (as measured), X-Ray patching botocore
+    # the handlers' Logger and Metrics, made once (no tracer: AWS traces from outside)
     importlib.import_module("idblocks_core.observability")
 
 
@@ -124,7 +157,7 @@ def _create_client():
 BREAKDOWN = {
     "botocore_import": _import_botocore,
     "powertools_logging_metrics": _import_powertools_logging_metrics,
-    "tracer": _create_tracer,
+    "observability": _create_logger_and_metrics,
     "router": _import_router,
     "app_import": _import_app,
     "client_create": _create_client,
@@ -217,6 +250,7 @@ def warm(function_dir, layer_dir, route, event_path, calls):
 
     calls = int(calls)
     sys.path[:0] = [function_dir, layer_dir]
+    start_opentelemetry()
     import app
 
     from idblocks_core.core import core

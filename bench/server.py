@@ -3,6 +3,18 @@ size of what is deployed. Needs `sam build` output (make bench builds first).
 
     python -m bench server
 
+Two ways of deploying are measured, side by side in the same rounds:
+
+- as deployed: the template's defaults (Tracing Active: AWS traces from
+  outside, no SDK in the function), with the trace header Lambda gives an
+  invocation; Tracing Disabled runs the very same code;
+- deep traces (``*_opentelemetry``): the OpenTelemetryLayerArn parameter
+  set, the function started under AWS's OpenTelemetry layer as its wrapper
+  starts it (bench/lambda_child.py, start_opentelemetry), with that layer's
+  packages, pinned in bench/opentelemetry-layer.txt, installed for this
+  machine in bench/.cache. Its spans go by UDP to 127.0.0.1:2000, where no
+  daemon listens, as the layer sends them to Lambda's.
+
 Cold start: a fresh interpreter imports the handler and serves its first
 request, against the same interpreter doing only `import boto3` and creating
 a DynamoDB client, in alternating rounds of one run. Each route reports the
@@ -10,11 +22,14 @@ median of its cold starts, the median of its own baseline rounds, and the
 ratio of those two figures, so the ratio follows from the figures beside it.
 Both load boto3 from the layer, as Lambda would, with the function's
 environment from template.yaml and Lambda's own variables; DynamoDB is a
-botocore Stubber (no network). Tracing is on, as deployed, with a trace
-header; its segments go by UDP to 127.0.0.1:2000, where no daemon listens.
-The built layer is for arm64; it is measured here as the same pinned
-requirements installed for this machine (bench/.cache), with the same
-idblocks_core.
+botocore Stubber (no network). The built layer is for arm64; it is measured
+here as the same pinned requirements installed for this machine
+(bench/.cache), with the same idblocks_core. Under the OpenTelemetry layer,
+Lambda starts one more interpreter before the runtime's (the layer's wrapper
+runs opentelemetry-instrument, which then starts the runtime): its time is
+measured in the same rounds (``cold_start_ms_opentelemetry_wrapper``, that
+interpreter starting /bin/true, less /bin/true alone) and added to each
+route's deep-trace cold start; the wrapper's own shell script is not.
 
 Where the next function's cold start goes is measured in rounds interleaved
 with its cold starts: the steps of the round with the median total, which
@@ -25,11 +40,9 @@ Warm overhead: one interpreter, the handler already loaded, invoked many
 times with DynamoDB stubbed; the median time per invocation is all handler.
 Beside it, in alternating rounds, a bare handler makes the same stubbed call
 with a plain boto3 client and returns JSON: each route's warm ratio is its
-time over the bare handler's. Each route is measured three ways in those
-rounds: tracing on with every request sampled, tracing on with the request
-not sampled, and tracing off (POWERTOOLS_TRACE_DISABLED, as the Tracing
-parameter's PassThrough sets it), the bare handler tracing nothing; with the
-mix X-Ray's default sampling rule makes of the first two (warm_overheads).
+time over the bare handler's. Each route is measured as deployed and with
+deep traces, the request sampled and not, in those rounds, with the mix
+X-Ray's default sampling rule makes of the last two (warm_overheads).
 
 Writes bench/results/server.json.
 """
@@ -69,7 +82,7 @@ def lambda_environment(function_dir: Path) -> dict[str, str]:
     env = scrubbed_environment((*AWS_PREFIXES, "PYTHON", "_X_AMZN"))
     env |= default_template().environment("NextFunction", TABLE_NAMES)
     env |= {
-        # what the Lambda runtime sets (the X-Ray SDK, for one, reads LAMBDA_TASK_ROOT)
+        # what the Lambda runtime sets (Powertools and the OpenTelemetry layer read some of it)
         "AWS_LAMBDA_FUNCTION_NAME": "bench",
         "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512",
         "AWS_EXECUTION_ENV": "AWS_Lambda_python3.13",
@@ -131,24 +144,61 @@ def local_layer() -> Path:
     return target
 
 
-def cold_starts(layer: Path) -> dict[str, float]:
+def cold_starts(layer: Path, opentelemetry: dict[str, str]) -> dict[str, float]:
+    """Each route's cold start as deployed and with deep traces
+    (``opentelemetry``: the environment that starts the function under the
+    OpenTelemetry layer), beside its baseline, in alternating rounds; the
+    deep-trace figure includes the wrapper's extra interpreter, measured in
+    the same rounds. ``cold_start_*_{route}`` without a suffix is the figure
+    as deployed, under the names earlier runs gave it."""
     results: dict[str, float] = {}
+    wrapper = []
     for route, logical_id in FUNCTIONS.items():
         fn = BUILD / logical_id
         cold_args = ["cold", str(fn), str(layer), route, str(ROOT / "events" / f"{EVENTS[route]}.json")]
-        cold, base, steps = [], [], []
+        cold, traced, base, steps = [], [], [], []
         for _ in range(ROUNDS):
             base.append(run(["baseline", str(layer)], fn))
             cold.append(run(cold_args, fn))
+            traced.append(run(cold_args, fn, opentelemetry))
+            wrapper.append(wrapper_start(layer, opentelemetry))
             if route == "next":
                 steps.append(breakdown_round(layer))
-        cold_ms, base_ms = statistics.median(cold) * 1000, statistics.median(base) * 1000
-        results[f"cold_start_ms_{route}"] = round(cold_ms, 1)
+        base_ms = statistics.median(base) * 1000
         results[f"cold_start_baseline_ms_{route}"] = round(base_ms, 1)
-        results[f"cold_start_ratio_{route}"] = round(cold_ms / base_ms, 3)
+        cold_ms = statistics.median(cold) * 1000
+        for suffix in ("", "_as_deployed"):
+            results[f"cold_start_ms_{route}{suffix}"] = round(cold_ms, 1)
+            results[f"cold_start_ratio_{route}{suffix}"] = round(cold_ms / base_ms, 3)
+        traced_ms = statistics.median(traced) * 1000
+        results[f"cold_start_ms_{route}_opentelemetry_in_runtime"] = round(traced_ms, 1)
         if steps:
             results |= breakdown(steps)
+    wrapper_ms = statistics.median(wrapper) * 1000
+    results["cold_start_ms_opentelemetry_wrapper"] = round(wrapper_ms, 1)
+    for route in FUNCTIONS:
+        traced_ms = results[f"cold_start_ms_{route}_opentelemetry_in_runtime"] + wrapper_ms
+        results[f"cold_start_ms_{route}_opentelemetry"] = round(traced_ms, 1)
+        results[f"cold_start_ratio_{route}_opentelemetry"] = round(
+            traced_ms / results[f"cold_start_baseline_ms_{route}"], 3
+        )
     return results
+
+
+def wrapper_start(layer: Path, opentelemetry: dict[str, str]) -> float:
+    """Seconds the OpenTelemetry layer's extra interpreter adds to a cold
+    start: opentelemetry-instrument starting /bin/true (as it starts the
+    runtime) less /bin/true started alone, each timed from this process,
+    with both layers' packages on the path as in /opt/python."""
+    layer_dir = opentelemetry["BENCH_OPENTELEMETRY"]
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{layer}:{layer_dir}"}
+    wrapped = [sys.executable, "-S", str(Path(layer_dir) / "bin" / "opentelemetry-instrument"), "/bin/true"]
+    times = []
+    for command in (wrapped, ["/bin/true"]):
+        started = time.perf_counter()
+        subprocess.run(command, env=env, check=True)
+        times.append(time.perf_counter() - started)
+    return times[0] - times[1]
 
 
 STEPS = [*BREAKDOWN, "first_invocation"]
@@ -234,42 +284,105 @@ def layer_size_effect(layer: Path) -> dict[str, float]:
     return results
 
 
-# The Tracing parameter set to PassThrough, as template.yaml turns tracing off.
-TRACING_OFF = {"POWERTOOLS_TRACE_DISABLED": "true"}
-# Tracing on, and the request not sampled: what X-Ray's default rule makes of
-# all but the first request a second and 5 % of the rest.
+OPENTELEMETRY_REQUIREMENTS = ROOT / "bench" / "opentelemetry-layer.txt"
+# The instrumentations the layer's wrapper leaves enabled; it disables every
+# other one it ships, and starts aws-lambda's itself, around the handler.
+OPENTELEMETRY_ENABLED = {"botocore", "urllib", "urllib3"}
+
+
+def opentelemetry_layer() -> Path:
+    """What AWS's OpenTelemetry layer puts in /opt/python, installed for
+    this machine from bench/opentelemetry-layer.txt (bench only)."""
+    digest = hashlib.sha256(OPENTELEMETRY_REQUIREMENTS.read_bytes()).hexdigest()[:12]
+    target = ROOT / "bench" / ".cache" / f"opentelemetry-{platform.machine()}-{digest}" / "python"
+    if not target.exists():
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
+             "-r", str(OPENTELEMETRY_REQUIREMENTS)],
+            check=True,
+        )  # fmt: skip
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(target)], check=True)
+    return target
+
+
+def opentelemetry_environment(layer_dir: Path) -> dict[str, str]:
+    """What the OpenTelemetry layer's wrapper (/opt/otel-instrument) sets
+    before it starts the runtime, as the layer's defaults have it, and where
+    the bench's child finds the layer's packages."""
+    from importlib.metadata import distributions
+
+    instrumentations = {
+        entry.name
+        for dist in distributions(path=[str(layer_dir)])
+        for entry in dist.entry_points
+        if entry.group == "opentelemetry_instrumentor"
+    }
+    function = "bench"
+    return {
+        "BENCH_OPENTELEMETRY": str(layer_dir),
+        "ORIG_HANDLER": "app.lambda_handler",
+        "OTEL_SERVICE_NAME": function,
+        "OTEL_RESOURCE_ATTRIBUTES": (
+            f"cloud.region=us-east-1,cloud.platform=aws_lambda,cloud.provider=aws,faas.name={function},"
+            f"faas.version=$LATEST,faas.instance=local,aws.log.group.names=/aws/lambda/{function}"
+        ),
+        "OTEL_PROPAGATORS": "baggage,xray,tracecontext",
+        "OTEL_AWS_APPLICATION_SIGNALS_ENABLED": "true",
+        "OTEL_AWS_APPLICATION_SIGNALS_RUNTIME_ENABLED": "false",
+        "OTEL_METRICS_EXPORTER": "none",
+        "OTEL_LOGS_EXPORTER": "none",
+        "OTEL_PYTHON_DISTRO": "aws_distro",
+        "OTEL_PYTHON_CONFIGURATOR": "aws_configurator",
+        "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": ",".join(sorted(instrumentations - OPENTELEMETRY_ENABLED)),
+    }
+
+
+# The request not sampled: what X-Ray's default rule makes of all but the
+# first request a second and 5 % of the rest.
 UNSAMPLED = {"_X_AMZN_TRACE_ID": f"{TRACE_HEADER};Sampled=0"}
-# Each route's variants, measured in the same rounds, by result-name suffix.
-WARM_VARIANTS = {"": None, "_unsampled": UNSAMPLED, "_tracing_off": TRACING_OFF}
 
 
-def warm_overheads(layer: Path) -> dict[str, float]:
+def warm_variants(opentelemetry: dict[str, str]) -> dict[str, dict[str, str] | None]:
+    """Each route's variants, measured in the same rounds, by result-name
+    suffix: as deployed (the request sampled or not makes no difference to
+    code that traces nothing), and deep traces, sampled and not."""
+    return {
+        "_as_deployed": None,
+        "_opentelemetry": opentelemetry,
+        "_opentelemetry_unsampled": opentelemetry | UNSAMPLED,
+    }
+
+
+def warm_overheads(layer: Path, opentelemetry: dict[str, str]) -> dict[str, float]:
     """Each route's median warm invocation beside a bare handler's making the
     same stubbed DynamoDB call (bench/lambda_child.py, bare_handler), in
     alternating rounds: the ratio says what the handler adds to the call it
-    cannot avoid, whatever the machine. The route is measured with tracing on
-    and every request sampled (``warm_ratio_*``: an X-Ray subsegment for the
-    handler and one for the DynamoDB call, each sent by UDP), with tracing on
-    and the request not sampled (``*_unsampled``), and with tracing off
-    (``*_tracing_off``, like with like: the bare handler traces nothing).
-    ``*_default_sampling`` is what a deployment with Tracing Active pays per
-    request on average under X-Ray's default rule at rates well above one
-    request a second: 5 % of requests sampled (bench/cost.py's rate)."""
+    cannot avoid, whatever the machine. ``*_as_deployed`` is the template's
+    defaults; ``*_opentelemetry`` deep traces with every request sampled (a
+    span for the invocation and one per DynamoDB call, sent by UDP), and
+    ``*_opentelemetry_unsampled`` with the request not sampled (the layer
+    still records, and sends, its spans for Application Signals).
+    ``*_opentelemetry_default_sampling`` is what deep traces cost per request
+    on average under X-Ray's default rule at rates well above one request a
+    second: 5 % of requests sampled (bench/cost.py's rate)."""
     results: dict[str, float] = {}
+    variants = warm_variants(opentelemetry)
     for route, logical_id in FUNCTIONS.items():
         fn = BUILD / logical_id
         event = str(ROOT / "events" / f"{EVENTS[route]}.json")
         ours_args = ["warm", str(fn), str(layer), route, event, str(WARM_CALLS)]
-        times: dict[str, list[float]] = {suffix: [] for suffix in WARM_VARIANTS}
+        times: dict[str, list[float]] = {suffix: [] for suffix in variants}
         bare = []
         for _ in range(WARM_ROUNDS):
             bare.append(run(["bare", str(layer), route, event, str(WARM_CALLS)], fn))
-            for suffix, env in WARM_VARIANTS.items():
+            for suffix, env in variants.items():
                 times[suffix].append(run(ours_args, fn, env))
         bare_ms = statistics.median(bare) * 1000
         results[f"warm_bare_ms_{route}"] = round(bare_ms, 3)
         ours = {suffix: statistics.median(measured) * 1000 for suffix, measured in times.items()}
-        ours["_default_sampling"] = XRAY_FIXED_RATE * ours[""] + (1 - XRAY_FIXED_RATE) * ours["_unsampled"]
+        sampled, unsampled = ours["_opentelemetry"], ours["_opentelemetry_unsampled"]
+        rate = XRAY_FIXED_RATE
+        ours["_opentelemetry_default_sampling"] = rate * sampled + (1 - rate) * unsampled
         for suffix, ours_ms in ours.items():
             results[f"warm_overhead_ms_{route}{suffix}"] = round(ours_ms, 3)
             results[f"warm_ratio_{route}{suffix}"] = round(ours_ms / bare_ms, 3)
@@ -310,11 +423,13 @@ def main() -> dict[str, float]:
     print("server: sizes ...", flush=True)
     results |= sizes()
     layer = local_layer()
+    opentelemetry = opentelemetry_environment(opentelemetry_layer())
+    results["opentelemetry_layer_bytes"] = tree_bytes(Path(opentelemetry["BENCH_OPENTELEMETRY"]))
     print("server: cold starts ...", flush=True)
     started = time.perf_counter()
-    results |= cold_starts(layer)
+    results |= cold_starts(layer, opentelemetry)
     print(f"server: warm overhead ... ({time.perf_counter() - started:.0f} s so far)", flush=True)
-    results |= warm_overheads(layer)
+    results |= warm_overheads(layer, opentelemetry)
     print(f"server: layer size ... ({time.perf_counter() - started:.0f} s so far)", flush=True)
     results |= layer_size_effect(layer)
     write_results("server", results)

@@ -11,15 +11,13 @@ from collections.abc import Mapping
 AWS_PREFIXES = ("AWS_", "POWERTOOLS_")
 
 # What the functions run with in-process over moto's mock_aws (the tests, the
-# bench's log sizes): credentials moto accepts, a region, and tracing off, as
-# no X-Ray daemon listens.
+# bench's log sizes): credentials moto accepts and a region.
 FAKE_AWS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_SESSION_TOKEN": "testing",
     "AWS_DEFAULT_REGION": "us-east-1",
     "AWS_REGION": "us-east-1",
-    "POWERTOOLS_TRACE_DISABLED": "true",
 }
 
 

@@ -46,12 +46,11 @@ def function_environment(
     credentials: Mapping[str, str],
 ) -> dict[str, str]:
     """The functions' environment as template.yaml sets it (all three share
-    Globals), pointed at ``dynamodb_endpoint``, with ``credentials`` for it.
-    Tracing is off: it needs the X-Ray daemon, which is not here."""
+    Globals), pointed at ``dynamodb_endpoint``, with ``credentials`` for it."""
     return (
         template.environment("NextFunction", dict(table_names))
         | dict(credentials)
-        | {"AWS_ENDPOINT_URL_DYNAMODB": dynamodb_endpoint, "POWERTOOLS_TRACE_DISABLED": "true"}
+        | {"AWS_ENDPOINT_URL_DYNAMODB": dynamodb_endpoint}
     )
 
 

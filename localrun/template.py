@@ -13,6 +13,8 @@ from typing import Any
 from samcli.yamlhelper import yaml_parse
 
 ROOT = Path(__file__).resolve().parent.parent
+# What leaves a property (or a list's entry) out where a condition says so.
+NO_VALUE = {"Ref": "AWS::NoValue"}
 TEMPLATE = ROOT / "template.yaml"
 
 # Where a local run (the dev server, the in-process tests, the benchmarks)
@@ -94,7 +96,13 @@ class Template:
         for logical_id, resource in self.of_type("AWS::Serverless::Function").items():
             props = resource["Properties"]
             module, handler = props["Handler"].rsplit(".", 1)
-            layers = props.get("Layers", globals_.get("Layers", []))
+            # Only the stack's own layers run locally: a layer given by ARN
+            # (the OpenTelemetry one) is AWS's, and left out when not chosen.
+            layers = [
+                layer
+                for layer in map(self._chosen, props.get("Layers", globals_.get("Layers", [])))
+                if isinstance(layer, dict) and layer.get("Ref") in self.resources
+            ]
             timeout = props.get("Timeout", globals_.get("Timeout", 3))
             specs[logical_id] = FunctionSpec(
                 logical_id=logical_id,
@@ -144,7 +152,11 @@ class Template:
         variables = dict(globals_.get("Environment", {}).get("Variables", {}))
         own = self.resources[logical_id]["Properties"].get("Environment", {}).get("Variables", {})
         variables.update(own)
-        return {key: self._resolve(value, physical_names, local=True) for key, value in variables.items()}
+        return {
+            key: self._resolve(value, physical_names, local=True)
+            for key, value in variables.items()
+            if self._taken(value) != NO_VALUE
+        }
 
     def _resolve(self, value: Any, physical_names: dict[str, str], *, local: bool = False) -> str:
         """A value as CloudFormation would give it: literals, Refs to

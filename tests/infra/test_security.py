@@ -17,6 +17,7 @@ import re
 REVIEWED = {
     "CKV_AWS_76": {"Api"},  # access logging: needs an account-wide role
     "CKV_AWS_120": {"Api"},  # caching: would serve one ID twice
+    "CKV_AWS_73": {"Api"},  # stage tracing: on unless Tracing is Disabled, an Fn::If checkov does not decide
     "CKV_AWS_116": {"NextFunction", "BatchFunction", "AdminFunction"},  # DLQ: synchronous invocations
     "CKV_AWS_117": {"NextFunction", "BatchFunction", "AdminFunction"},  # VPC: nothing to reach inside one
     "CKV_AWS_173": {"NextFunction", "BatchFunction", "AdminFunction"},  # env var KMS: no secrets there

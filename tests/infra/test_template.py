@@ -126,7 +126,11 @@ def test_functions_run_python313_arm64_with_the_layer_and_tracing(template):
     assert globals_["Architectures"] == ["arm64"]
     assert globals_["Tracing"] == {"Ref": "Tracing"}
     assert template.parameters["Tracing"] == "Active"
-    assert globals_["Layers"] == [{"Ref": "CoreLayer"}]
+    # the OpenTelemetry layer only when asked for (tests/infra/test_tracing_template.py)
+    assert globals_["Layers"] == [
+        {"Fn::If": ["OpenTelemetryOn", {"Ref": "OpenTelemetryLayerArn"}, {"Ref": "AWS::NoValue"}]},
+        {"Ref": "CoreLayer"},
+    ]
     env = globals_["Environment"]["Variables"]
     assert {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE", "POWERTOOLS_LOG_LEVEL"} <= set(env)
     for fn in template.of_type("AWS::Serverless::Function").values():

@@ -29,6 +29,8 @@ FIELDS = {
     "replayed",
     "served_from",
     "request_id",
+    "dynamodb_calls",
+    "dynamodb_ms",
 }
 
 

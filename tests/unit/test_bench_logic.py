@@ -35,37 +35,59 @@ def test_results_are_flat_json(tmp_path, monkeypatch):
         common.write_results("y", {"nested": {"a": 1}})
 
 
+OTEL = {"BENCH_OPENTELEMETRY": "/layer", "ORIG_HANDLER": "app.lambda_handler"}
+
+
 def test_each_cold_start_ratio_follows_from_its_own_figures(monkeypatch):
     """The server table showed one baseline (the last route's, written over
     per route) beside ratios that were medians of per-round ratios, so no
     ratio could be worked out from the figures beside it. Each route now has
-    its own baseline, and its ratio is its cold start over that baseline."""
+    its own baseline, and each of its ratios, as deployed and with deep
+    traces (whose figure adds the wrapper's interpreter), is its cold start
+    over that baseline."""
     from bench import server
 
-    # per route, rounds alternate baseline, cold: distinct figures per route
+    # per route, rounds run baseline, as deployed, deep traces: distinct figures per route
     figures = iter(
         [
-            *[0.300, 0.600, 0.310, 0.500, 0.290, 0.700],  # next
-            *[0.200, 0.500, 0.400, 0.900, 0.300, 0.800],  # batch
-            *[0.250, 0.250, 0.260, 0.390, 0.240, 0.480],  # admin
+            *[0.300, 0.600, 0.900, 0.310, 0.500, 1.000, 0.290, 0.700, 0.800],  # next
+            *[0.200, 0.500, 0.600, 0.400, 0.900, 0.700, 0.300, 0.800, 0.650],  # batch
+            *[0.250, 0.250, 0.500, 0.260, 0.390, 0.450, 0.240, 0.480, 0.550],  # admin
         ]
     )
+    wrappers = iter([0.010, 0.030, 0.020] * 3)
+    seen_env = []
+
+    def fake_run(args, cwd, env=None):
+        seen_env.append((args[0], env))
+        return next(figures)
+
     monkeypatch.setattr(server, "ROUNDS", 3)
-    monkeypatch.setattr(server, "run", lambda code, cwd: next(figures))
+    monkeypatch.setattr(server, "run", fake_run)
+    monkeypatch.setattr(server, "wrapper_start", lambda layer, env: next(wrappers))
     monkeypatch.setattr(server, "breakdown_round", lambda layer: [0.1, 0.2, 0.3, 0.4, 0.5, 0.55, 0.6])
-    results = server.cold_starts(server.ROOT)
-    expected = {"next": (600.0, 300.0), "batch": (800.0, 300.0), "admin": (390.0, 250.0)}
-    for route, (cold, base) in expected.items():
-        assert (results[f"cold_start_ms_{route}"], results[f"cold_start_baseline_ms_{route}"]) == (cold, base)
-        assert results[f"cold_start_ratio_{route}"] == round(cold / base, 3)
+    results = server.cold_starts(server.ROOT, OTEL)
+    expected = {"next": (600.0, 300.0, 900.0), "batch": (800.0, 300.0, 650.0), "admin": (390.0, 250.0, 500.0)}
+    assert results["cold_start_ms_opentelemetry_wrapper"] == 20.0
+    for route, (cold, base, traced) in expected.items():
+        assert results[f"cold_start_baseline_ms_{route}"] == base
+        for suffix in ("", "_as_deployed"):
+            assert results[f"cold_start_ms_{route}{suffix}"] == cold
+            assert results[f"cold_start_ratio_{route}{suffix}"] == round(cold / base, 3)
+        assert results[f"cold_start_ms_{route}_opentelemetry_in_runtime"] == traced
+        assert results[f"cold_start_ms_{route}_opentelemetry"] == traced + 20.0
+        assert results[f"cold_start_ratio_{route}_opentelemetry"] == round((traced + 20.0) / base, 3)
     assert "cold_start_ms_baseline" not in results
+    # the deep-trace cold starts, and only they, ran in the OpenTelemetry layer's environment
+    assert [env for mode, env in seen_env if mode == "cold"] == [None, OTEL] * 9
 
 
-def test_warm_ratios_are_reported_sampled_unsampled_and_untraced_beside_one_bare_handler(monkeypatch):
+def test_warm_ratios_are_reported_as_deployed_and_with_deep_traces_beside_one_bare_handler(monkeypatch):
     """Given a bench whose bare handler traces nothing, when the warm rounds
-    run, then each route is measured sampled, unsampled and with tracing off
-    in the same rounds, every ratio follows from the figures beside it, and
-    the default-sampling figure is the default rule's mix of the first two."""
+    run, then each route is measured as deployed and with deep traces,
+    sampled and not, in the same rounds, every ratio follows from the
+    figures beside it, and the default-sampling figure is the default rule's
+    mix of the last two."""
     from bench import server
 
     calls = []
@@ -74,27 +96,47 @@ def test_warm_ratios_are_reported_sampled_unsampled_and_untraced_beside_one_bare
         calls.append((args[0], env))
         if args[0] == "bare":
             return 0.0002
-        return {None: 0.0006, "unsampled": 0.0004, "off": 0.0003}[
-            None if env is None else ("off" if env == server.TRACING_OFF else "unsampled")
-        ]
+        if env is None:
+            return 0.0003
+        return 0.0006 if "_X_AMZN_TRACE_ID" not in env else 0.0004
 
     monkeypatch.setattr(server, "WARM_ROUNDS", 1)
     monkeypatch.setattr(server, "run", fake_run)
-    results = server.warm_overheads(server.ROOT)
+    results = server.warm_overheads(server.ROOT, OTEL)
     for route in server.FUNCTIONS:
         assert results[f"warm_bare_ms_{route}"] == 0.2
-        assert (results[f"warm_overhead_ms_{route}"], results[f"warm_ratio_{route}"]) == (0.6, 3.0)
-        assert (results[f"warm_overhead_ms_{route}_unsampled"], results[f"warm_ratio_{route}_unsampled"]) == (
-            0.4,
-            2.0,
+        assert (
+            results[f"warm_overhead_ms_{route}_as_deployed"],
+            results[f"warm_ratio_{route}_as_deployed"],
+        ) == (
+            0.3,
+            1.5,
         )
-        assert results[f"warm_overhead_ms_{route}_tracing_off"] == 0.3
-        assert results[f"warm_ratio_{route}_tracing_off"] == 1.5
-        assert results[f"warm_overhead_ms_{route}_default_sampling"] == 0.41  # 5 % at 0.6, 95 % at 0.4
-        assert results[f"warm_ratio_{route}_default_sampling"] == 2.05
-    for env in server.WARM_VARIANTS.values():
+        assert results[f"warm_ratio_{route}_opentelemetry"] == 3.0
+        assert results[f"warm_ratio_{route}_opentelemetry_unsampled"] == 2.0
+        assert results[f"warm_overhead_ms_{route}_opentelemetry_default_sampling"] == 0.41  # 5 % at 0.6
+        assert results[f"warm_ratio_{route}_opentelemetry_default_sampling"] == 2.05
+    for env in server.warm_variants(OTEL).values():
         assert calls.count(("warm", env)) == len(server.FUNCTIONS)
     assert "Sampled=0" in server.UNSAMPLED["_X_AMZN_TRACE_ID"]
+    assert server.warm_variants(OTEL)["_opentelemetry_unsampled"] == OTEL | server.UNSAMPLED
+
+
+def test_the_opentelemetry_environment_leaves_only_the_layers_own_instrumentations_on(tmp_path):
+    """As the layer's wrapper does: every instrumentation the layer ships is
+    disabled but botocore's and the HTTP clients' under it (aws-lambda's is
+    started around the handler instead)."""
+    from bench import server
+
+    for name, entry in [("botocore", "botocore"), ("flask", "flask"), ("aws_lambda", "aws-lambda")]:
+        dist = tmp_path / f"opentelemetry_instrumentation_{name}-0.65b0.dist-info"
+        dist.mkdir()
+        (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: opentelemetry-instrumentation-{name}\n")
+        (dist / "entry_points.txt").write_text(f"[opentelemetry_instrumentor]\n{entry} = x:Y\n")
+    env = server.opentelemetry_environment(tmp_path)
+    assert env["OTEL_PYTHON_DISABLED_INSTRUMENTATIONS"] == "aws-lambda,flask"
+    assert env["BENCH_OPENTELEMETRY"] == str(tmp_path)
+    assert (env["OTEL_PYTHON_DISTRO"], env["OTEL_PYTHON_CONFIGURATOR"]) == ("aws_distro", "aws_configurator")
 
 
 def test_the_breakdown_adds_up_to_the_total_it_reports():

@@ -84,11 +84,15 @@ def test_a_key_adds_two_writes_and_two_calls_per_request():
     assert bills[1] == pytest.approx(3 * bills[0])
 
 
-def test_tracing_off_drops_only_the_reports_xray_line():
+def test_tracing_disabled_drops_the_reports_xray_line_and_the_xray_bill():
+    """Tracing Disabled turns the stage's tracing off too (template.yaml):
+    nothing is recorded, so X-Ray bills nothing; every other line stays."""
     on, off = (cost.usage(inputs(), WAY["next"], 1_000, keyed=False, tracing=t) for t in (True, False))
     assert on.log_bytes_per_request - off.log_bytes_per_request == cost.XRAY_REPORT_BYTES
     bills = [cost.monthly_bill(inputs(), use) for use in (on, off)]
-    assert bills[0]["xray"] == bills[1]["xray"]  # the API stage traces either way
+    assert bills[0]["xray"] > 0
+    assert bills[1]["xray"] == 0
+    assert bills[0]["lambda"] == bills[1]["lambda"]
 
 
 def test_cached_next_writes_per_id_as_the_scale_run_measured():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import time
 
+import botocore
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ParamValidationError, ReadTimeoutError
 from botocore.stub import Stubber
@@ -137,6 +138,20 @@ def test_the_tests_check_every_request_against_the_model_which_the_deployed_clie
         client.update_item(TableName="counters", Key="not a map")
     # while the deployed client leaves that check to the tests and to DynamoDB
     assert deployed_boto_config.parameter_validation is False
+
+
+def test_every_request_carries_the_stores_fixed_user_agent(api):
+    """The store's client sends one User-Agent, made once, naming the
+    service and botocore's version, instead of the default botocore rebuilt
+    for every request."""
+    seen = []
+    client = core().store.client
+    client.meta.events.register("before-send.dynamodb", lambda request, **_: seen.append(request.headers))
+    assert api.call("batch", name="orders", body={"count": 2}).status == 200
+    assert api.call("admin-get", name="orders").status == 200
+    assert len(seen) >= 2
+    [agent] = {headers["User-Agent"] for headers in seen}  # Powertools appends its own part
+    assert agent.startswith(f"idblocks botocore/{botocore.__version__}".encode())
 
 
 REFUSALS = ["ResourceNotFoundException", "ValidationException", "AccessDeniedException"]

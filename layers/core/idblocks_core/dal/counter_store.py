@@ -58,9 +58,11 @@ import random
 import time
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import botocore
 import botocore.session
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
@@ -125,6 +127,11 @@ BOTO_CONFIG = Config(
     # first). The test suites turn the check on (tests/conftest.py), so every
     # request shape the store sends is checked there; DynamoDB checks again.
     parameter_validation=False,
+    # botocore rebuilds its default User-Agent, about forty sanitised parts,
+    # for every request: a sixth of a warm request here (docs/performance.md).
+    # A fixed one is joined once; DynamoDB's logs (CloudTrail's userAgent)
+    # still name the service and botocore's version.
+    user_agent=f"idblocks botocore/{botocore.__version__}",
 )
 
 _THROTTLING_CODES = frozenset(
@@ -265,10 +272,56 @@ def call_dynamodb(client: Any, operation: str, **kwargs: Any) -> dict[str, Any]:
     raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
 
 
+# -- the time a request spends in DynamoDB ---------------------------------------
+
+
+@dataclass
+class DynamoDbTime:
+    """The DynamoDB calls made within one ``timed_calls`` block: how many,
+    and how long they took, retries and their backoff included."""
+
+    calls: int = 0
+    seconds: float = 0.0
+
+    @property
+    def milliseconds(self) -> float:
+        return round(self.seconds * 1000, 3)
+
+
+# The block the current request's calls are added to; None outside one.
+_SPENT: ContextVar[DynamoDbTime | None] = ContextVar("dynamodb_time", default=None)
+
+
+@contextlib.contextmanager
+def timed_calls() -> Iterator[DynamoDbTime]:
+    """Within this block, every DynamoDB call the core makes (the store's
+    and the Idempotency utility's) adds its time to what it yields."""
+    spent = DynamoDbTime()
+    token = _SPENT.set(spent)
+    try:
+        yield spent
+    finally:
+        _SPENT.reset(token)
+
+
+def timed_call(client: Any, operation: str, **kwargs: Any) -> dict[str, Any]:
+    """call_dynamodb, counted in the enclosing timed_calls block, if any,
+    whether it answers or raises."""
+    spent = _SPENT.get()
+    if spent is None:
+        return call_dynamodb(client, operation, **kwargs)
+    started = time.perf_counter()
+    try:
+        return call_dynamodb(client, operation, **kwargs)
+    finally:
+        spent.calls += 1
+        spent.seconds += time.perf_counter() - started
+
+
 class RetryingClient:
     """A client as the Idempotency utility gets it: every operation goes
-    through call_dynamodb, so its calls keep to the deadline and are retried
-    like the store's own."""
+    through call_dynamodb, so its calls keep to the deadline, are retried
+    like the store's own and count in the request's DynamoDB time."""
 
     def __init__(self, client: Any) -> None:
         self._client = client
@@ -277,7 +330,7 @@ class RetryingClient:
         attribute = getattr(self._client, name)
         if name.startswith("_") or not callable(attribute):
             return attribute
-        return functools.partial(call_dynamodb, self._client, name)
+        return functools.partial(timed_call, self._client, name)
 
 
 def now_iso() -> str:
@@ -395,7 +448,7 @@ class CounterStore:
     def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
         """One DynamoDB call; every failure leaves as a domain error."""
         try:
-            return call_dynamodb(self.client, operation, TableName=self.table_name, **kwargs)
+            return timed_call(self.client, operation, TableName=self.table_name, **kwargs)
         except (ClientError, BotoCoreError) as exc:
             raise domain_error(exc) from exc
 

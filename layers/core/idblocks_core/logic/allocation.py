@@ -22,6 +22,11 @@ Every request that is handed IDs leaves one allocation record, a log line
 and key, fresh or replayed. It is what answers "who took ID X" from
 CloudWatch Logs (the saved queries in template.yaml); a failed request is
 handed nothing and leaves none.
+
+The time a request spends in DynamoDB (every call, retries included) is in
+its record and, when it made any call, in the DynamoDbLatency metric of its
+route, failed requests included: what a trace's DynamoDB subsegment showed,
+without a tracing SDK in the function.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from idblocks_core.dal.counter_store import CounterStore, StaleToken
+from idblocks_core.dal.counter_store import CounterStore, DynamoDbTime, StaleToken, timed_calls
 from idblocks_core.domain.errors import CounterDeleted, CounterExists, CounterNotFound
 from idblocks_core.domain.model import Block
 from idblocks_core.domain.rules import DEFAULT_MAX_ID, check_count, check_idempotency_key, check_name
@@ -115,15 +120,32 @@ class IdAllocator:
         key and count got, if there was one."""
         name = check_name(name)
         count = check_count(count, self.max_batch_size)
-        if key is None:
-            handed = self._allocate(name, count, route)
-            replayed = False  # no earlier request can have had these IDs
-        else:
+        if key is not None:
             key = check_idempotency_key(key)
-            handed = self._hand_out_keyed(name, count, route, caller, key, invocation)
-            replayed = handed.source == FROM_IDEMPOTENCY_RECORD or handed.block.replayed
+        # Every metric of the request is by route.
+        metrics.add_dimension(name="route", value=route)
+        with timed_calls() as dynamodb:
+            try:
+                if key is None:
+                    handed = self._allocate(name, count, route)
+                    replayed = False  # no earlier request can have had these IDs
+                else:
+                    handed = self._hand_out_keyed(name, count, route, caller, key, invocation)
+                    replayed = handed.source == FROM_IDEMPOTENCY_RECORD or handed.block.replayed
+            finally:
+                if dynamodb.calls:
+                    metrics.add_metric(
+                        name="DynamoDbLatency", unit=MetricUnit.Milliseconds, value=dynamodb.milliseconds
+                    )
         self._record(
-            handed, name, route=route, caller=caller, key=key, replayed=replayed, invocation=invocation
+            handed,
+            name,
+            route=route,
+            caller=caller,
+            key=key,
+            replayed=replayed,
+            invocation=invocation,
+            dynamodb=dynamodb,
         )
         return handed.block
 
@@ -165,11 +187,11 @@ class IdAllocator:
             # not: its retries get that ID again, never a second one.
             reset = _REQUEST_TOKEN.set(token)
             try:
-                return self._serve_next(name, route)
+                return self._serve_next(name)
             finally:
                 _REQUEST_TOKEN.reset(reset)
         block = self.take_block(name, count, token=token)
-        self._count_fresh(route, block, name)
+        self._count_fresh(block, name)
         return _Handed(block, FROM_WRITE)
 
     @staticmethod
@@ -182,13 +204,17 @@ class IdAllocator:
         key: str | None,
         replayed: bool,
         invocation: Any,
+        dynamodb: DynamoDbTime,
     ) -> None:
         """The allocation record: one log line per request handed IDs, its
         fields as keys (never formatted into the message) so Logs Insights
         filters and sums them. ``replayed``: an earlier attempt of the same
         keyed request took these IDs, and this answer repeats them. No key is
         an empty string, which no key can be: the Logger drops keys whose
-        value is None, and a query then could not tell "none" from "absent"."""
+        value is None, and a query then could not tell "none" from "absent".
+        ``dynamodb_calls`` and ``dynamodb_ms``: the DynamoDB calls the request
+        made and their time, retries included (none for an ID served from
+        memory)."""
         block = handed.block
         logger.info(
             ALLOCATION_RECORD,
@@ -206,16 +232,17 @@ class IdAllocator:
                 # Lambda's id of the invocation (API Gateway's is the
                 # Logger's correlation_id, on every line it writes).
                 "request_id": getattr(invocation, "aws_request_id", None),
+                "dynamodb_calls": dynamodb.calls,
+                "dynamodb_ms": dynamodb.milliseconds,
             },
         )
 
-    def _serve_next(self, name: str, route: str) -> _Handed:
+    def _serve_next(self, name: str) -> _Handed:
         served: Served = self.next_cache.next_id(name)
         if served.taken is None:
-            metrics.add_dimension(name="route", value=route)
             metrics.add_metric(name="IdsServedFromCache", unit=MetricUnit.Count, value=1)
             return _Handed(Block(served.id, served.id, step=self.store.step), FROM_MEMORY)
-        self._count_fresh(route, served.taken, name)
+        self._count_fresh(served.taken, name)
         if served.taken.count > 1 and not served.taken.replayed:
             metrics.add_metric(name="CacheBlocksTaken", unit=MetricUnit.Count, value=1)
         block = Block(served.id, served.id, replayed=served.taken.replayed, step=self.store.step)
@@ -252,13 +279,13 @@ class IdAllocator:
         return self._once
 
     @staticmethod
-    def _count_fresh(route: str, block: Block, name: str) -> None:
-        """Metrics count IDs really allocated, by route; the counter name
+    def _count_fresh(block: Block, name: str) -> None:
+        """Metrics count IDs really allocated (by route, the request's
+        dimension); the counter name
         stays out of the dimensions, where thousands of names would each
         become a billed metric."""
         if block.replayed:  # handed out, and counted, by the write it repeats
             return
-        metrics.add_dimension(name="route", value=route)
         metrics.add_metric(name="IdsAllocated", unit=MetricUnit.Count, value=block.count)
         metrics.add_metric(name="BlocksAllocated", unit=MetricUnit.Count, value=1)
         if block.range_left_percent is not None:
