@@ -100,7 +100,7 @@ class Template:
             # (the OpenTelemetry one) is AWS's, and left out when not chosen.
             layers = [
                 layer
-                for layer in map(self._chosen, props.get("Layers", globals_.get("Layers", [])))
+                for layer in map(self._taken, props.get("Layers", globals_.get("Layers", [])))
                 if isinstance(layer, dict) and layer.get("Ref") in self.resources
             ]
             timeout = props.get("Timeout", globals_.get("Timeout", 3))
