@@ -153,21 +153,28 @@ def test_a_retry_that_finds_its_own_committed_write_reports_it(timed, observed, 
     assert record["dynamodb_ms"] == record["dynamodb_calls"] * CALL_MS == 3 * CALL_MS
 
 
-def test_a_request_that_fails_after_retrying_reports_its_time_with_the_backoff(timed, observed, clock):
+def test_a_request_that_fails_after_retrying_reports_its_time_with_the_backoff(
+    timed, observed, clock, monkeypatch
+):
     """Throttled on every attempt: no IDs and no record, but the metric, with
-    every attempt and every backoff between them, which is where a slow
-    request's time went."""
+    every attempt and the backoff between them, which is where a slow
+    request's time went. The backoff's jitter takes its longest draw, so the
+    time is exact."""
+    monkeypatch.setattr(store._JITTER, "uniform", lambda low, high: high)
     observed()
     started = clock[0]
     with Stubber(core().store.client) as stub:
-        for _ in range(store.MAX_ATTEMPTS):
+        for _ in range(store.THROTTLED_ATTEMPTS):
             stub.add_client_error("update_item", service_error_code="ThrottlingException")
         assert timed.call("batch", name="orders", body={"count": 1}).status == 503
+        stub.assert_no_pending_responses()
     latency, records = observed()
     assert records == []
-    spent_ms = round((clock[0] - started) * 1000, 3)
-    assert spent_ms > store.MAX_ATTEMPTS * CALL_MS  # some backoff was slept
-    assert latency == [("batch", spent_ms)]
+    backoff_ms = sum(
+        store.THROTTLING_BACKOFF_BASE_SECONDS * 2 ** (n - 1) for n in range(1, store.THROTTLED_ATTEMPTS)
+    )
+    assert latency == [("batch", round(store.THROTTLED_ATTEMPTS * CALL_MS + backoff_ms * 1000, 3))]
+    assert latency == [("batch", round((clock[0] - started) * 1000, 3))]
 
 
 def test_a_request_refused_before_any_call_reports_nothing(timed, observed):
