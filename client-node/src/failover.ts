@@ -10,7 +10,8 @@
  * duplicate.
  */
 
-import { type AllocateOptions, type Backend, type Block, HttpBackend, type HttpBackendOptions } from "./backend.js";
+import { HttpBackend, type HttpBackendOptions } from "./backend.js";
+import type { AllocateOptions, Backend, Block } from "./block.js";
 import { ServiceUnavailable } from "./errors.js";
 
 export class FailoverBackend implements Backend {
