@@ -120,22 +120,22 @@ export class HeldIds {
     }
   }
 
-  /** `n` consecutive held IDs, or undefined when no held block can give them. */
+  /** `n` consecutive held IDs, or undefined when what is held has no `n` in a row. */
   tryTake(n: number): IdRange<number | bigint> | undefined {
     for (;;) {
       const run = this.#run;
-      let held = run === null ? 0 : run.length - this.pos;
-      // Blocks that continue this one (usual when one client uses a counter) make one run with it.
-      let joined = 0;
-      let length = run === null ? 0 : run.length;
-      while (run !== null && held < n && joined < this.#ready.length) {
-        const block = this.#ready[joined] as Held;
-        if (block.step !== run.step || block.start !== run.start + BigInt(length) * run.step) break;
-        held += block.length;
-        length += block.length;
-        joined += 1;
-      }
-      if (run !== null && held >= n) {
+      const from = this.#stretchFrom(n);
+      if (from < 0) return undefined;
+      if (from === 0 && run !== null) {
+        // The run, with the fetched blocks that continue it, holds n.
+        let held = run.length - this.pos;
+        let length = run.length;
+        let joined = 0;
+        for (; held < n; joined++) {
+          const block = this.#ready[joined] as Held;
+          held += block.length;
+          length += block.length;
+        }
         for (let i = 0; i < joined; i++) {
           this.#finishBlock(); // the block before is used up as far as sizing goes
           this.#sized = (this.#ready.shift() as Held).length;
@@ -143,17 +143,44 @@ export class HeldIds {
         this.#run = { start: run.start, step: run.step, length };
         return this.#carve(n);
       }
-      const big = this.#ready.findIndex((block) => block.length >= n);
-      if (big < 0) return undefined;
-      // Everything held below that block is passed over, so that nothing
-      // handed out after this range lies under it.
-      this.skipped += held + this.#ready.slice(joined, big).reduce((total, block) => total + block.length, 0);
+      // The stretch starts at fetched block `from`: everything held below it
+      // is passed over, so that nothing handed out after this range lies
+      // under it; then it is the run.
+      const below = this.#ready.slice(0, from - 1).reduce((total, block) => total + block.length, 0);
+      this.skipped += (run === null ? 0 : run.length - this.pos) + below;
       this.#run = null;
       this.pos = this.#end = this.#mark = 0;
       this.#finishBlock();
-      this.#ready.splice(0, big);
+      this.#ready.splice(0, from - 1);
       this.#startBlock(this.#ready.shift() as Held);
     }
+  }
+
+  /**
+   * Where the first stretch of held IDs in a row, `n` or more, begins: 0 for
+   * the run (what is left of it), i for the i-th fetched block; -1 if none.
+   * Blocks that continue each other (usual when one client uses a counter)
+   * make one stretch.
+   */
+  #stretchFrom(n: number): number {
+    let start = -1;
+    let total = 0;
+    let previous: Held | null = null;
+    for (let i = this.#run === null ? 1 : 0; i <= this.#ready.length; i++) {
+      const block = i === 0 ? (this.#run as Held) : (this.#ready[i - 1] as Held);
+      const length = i === 0 ? block.length - this.pos : block.length;
+      const continues =
+        previous !== null && block.step === previous.step && block.start === previous.start + BigInt(previous.length) * previous.step;
+      if (continues) {
+        total += length;
+      } else {
+        start = i;
+        total = length;
+      }
+      if (total >= n) return start;
+      previous = block;
+    }
+    return -1;
   }
 
   /** The first `n` IDs left in the run; the rest stays to be drawn. */
