@@ -50,10 +50,7 @@ export async function listCounters(
   return page;
 }
 
-/**
- * PUT: move next forward, change the cache setting, or both. Service
- * environments holding cached blocks see it once those drain or expire.
- */
+/** PUT (see HttpBackend.update). */
 export async function updateCounter(
   request: Requester,
   name: string,

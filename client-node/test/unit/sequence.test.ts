@@ -3,6 +3,7 @@ import { test } from "node:test";
 
 import {
   AuthError,
+  type Backend,
   CounterExhausted,
   CounterNotFound,
   FailoverBackend,
@@ -345,6 +346,16 @@ test("failover: a region that is unavailable hands over to the next, and the Seq
   // And the refusal counted towards a longer runway
   assert.equal(seq.sizer.currentRunway, 10);
   await seq.close();
+});
+
+test("failover: a pause is asked for only if every region asked for one, the shortest", async () => {
+  const asking = (retryAfter?: number): Backend => ({
+    allocate: () => Promise.reject(new ServiceUnavailable("503", retryAfter === undefined ? {} : { retryAfter })),
+  });
+  const pauseOf = (backends: Backend[]): Promise<unknown> =>
+    new FailoverBackend(backends).allocate("x", 1, { idempotencyKey: "k" }).catch((error: unknown) => (error as ServiceUnavailable).retryAfter);
+  assert.equal(await pauseOf([asking(30), asking(5)]), 5);
+  assert.equal(await pauseOf([asking(30), asking()]), undefined);
 });
 
 test("failover: ServiceUnavailable once every region failed, with every region's refusals", async () => {
