@@ -59,7 +59,7 @@ export interface HeldOptions {
 }
 
 export class HeldIds {
-  // What next() reads: IDs #pos up to #limit of the current run are handed out
+  // What next() reads: IDs pos up to limit of the current run are handed out
   // as they are. limit is #end, or pos while callers wait (nobody jumps the queue).
   pos = 0;
   limit = 0;
