@@ -82,15 +82,19 @@ export class CounterExhausted extends Conflict {
  * The service could not be reached, or kept answering 429/5xx, for as long
  * as the retry policy allows. `capacityRefusals` counts the attempts it
  * refused for capacity (429, 503): a counter or a service too busy for the
- * load, not an endpoint that is down.
+ * load, not an endpoint that is down. `retryAfter`: the seconds the service
+ * asked the client to wait (Retry-After) before trying again, when its last
+ * answer said so; a Sequence sends nothing for that counter before then.
  */
 export class ServiceUnavailable extends IdBlocksError {
   override name = "ServiceUnavailable";
   readonly capacityRefusals: number;
+  readonly retryAfter: number | undefined;
 
-  constructor(message: string, options: { capacityRefusals?: number; cause?: unknown } = {}) {
+  constructor(message: string, options: { capacityRefusals?: number; retryAfter?: number; cause?: unknown } = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.capacityRefusals = options.capacityRefusals ?? 0;
+    this.retryAfter = options.retryAfter;
   }
 }
 
@@ -101,6 +105,16 @@ export class ServiceUnavailable extends IdBlocksError {
  */
 export class UnexpectedResponse extends IdBlocksError {
   override name = "UnexpectedResponse";
+}
+
+/**
+ * What the client was configured with cannot work: an endpoint that is not
+ * an http(s) URL a request can go to, a timeout out of range, a malformed
+ * region, a credential source that is not one. Raised when the object is
+ * built, before any request: a wrong setting never looks like an outage.
+ */
+export class ConfigurationError extends IdBlocksError {
+  override name = "ConfigurationError";
 }
 
 /** The Sequence was closed; it hands out nothing more. */

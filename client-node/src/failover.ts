@@ -10,7 +10,8 @@
  * duplicate.
  */
 
-import { type AllocateOptions, type Backend, type Block, HttpBackend, type HttpBackendOptions } from "./backend.js";
+import { HttpBackend, type HttpBackendOptions } from "./backend.js";
+import type { AllocateOptions, Backend, Block } from "./block.js";
 import { ServiceUnavailable } from "./errors.js";
 
 export class FailoverBackend implements Backend {
@@ -54,6 +55,8 @@ export class FailoverBackend implements Backend {
     const size = this.backends.length;
     let failure: ServiceUnavailable | undefined;
     let refusals = 0;
+    // The shortest pause every region asked for; none if one did not ask.
+    let pause: number | undefined = Infinity;
     for (let offset = 0; offset < size; offset++) {
       const index = (first + offset) % size;
       let block: Block;
@@ -63,6 +66,7 @@ export class FailoverBackend implements Backend {
         if (!(error instanceof ServiceUnavailable)) throw error;
         failure = error;
         refusals += error.capacityRefusals;
+        pause = error.retryAfter === undefined || pause === undefined ? undefined : Math.min(pause, error.retryAfter);
         continue;
       }
       if (offset) {
@@ -75,6 +79,7 @@ export class FailoverBackend implements Backend {
     throw new ServiceUnavailable(`every region is unavailable; the last said: ${failure?.message}`, {
       capacityRefusals: refusals,
       cause: failure,
+      ...(pause === undefined ? {} : { retryAfter: pause }),
     });
   }
 }

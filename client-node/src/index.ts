@@ -1,24 +1,17 @@
+export { type CreateOptions } from "./admin.js";
 export {
-  type AllocateOptions,
   ApiKeyAuth,
   type Auth,
   type AwsCredentials,
-  type Backend,
-  type Block,
-  blockLength,
-  checkName,
-  type CreateOptions,
-  HttpBackend,
-  type HttpBackendOptions,
   IamAuth,
   type IamAuthOptions,
-  type Json,
-  type JsonObject,
-  newKey,
   NoAuth,
-} from "./backend.js";
+} from "./auth.js";
+export { HttpBackend, type HttpBackendOptions } from "./backend.js";
+export { type AllocateOptions, type Backend, type Block, blockLength, newKey } from "./block.js";
 export {
   AuthError,
+  ConfigurationError,
   Conflict,
   CounterExhausted,
   CounterNotFound,
@@ -35,6 +28,9 @@ export {
   UnsafeId,
 } from "./errors.js";
 export { FailoverBackend } from "./failover.js";
+export { IdRange } from "./held.js";
+export { checkName, type Json, type JsonObject } from "./parse.js";
 export { parseRetryAfter, RetryPolicy, type RetryOptions } from "./retry.js";
-export { CLOSE_ATTEMPTS, CLOSE_TIMEOUT, IdRange, Sequence, type SequenceOptions } from "./sequence.js";
+export { CLOSE_ATTEMPTS, CLOSE_TIMEOUT, Sequence, type SequenceOptions, type WaitOptions } from "./sequence.js";
 export { BlockSizer, DEFAULT_MAX_BATCH, MAX_RUNWAY, prefetchTail, smoothedLatency } from "./sizing.js";
+export { nodeTimers, type Timers } from "./timers.js";

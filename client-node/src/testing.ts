@@ -7,7 +7,7 @@
 
 import { setTimeout as sleepFor } from "node:timers/promises";
 
-import { type AllocateOptions, type Backend, type Block, blockLength } from "./backend.js";
+import { type AllocateOptions, type Backend, type Block, blockLength } from "./block.js";
 import { CounterExhausted, InvalidRequest, ServiceUnavailable } from "./errors.js";
 
 /**

@@ -4,6 +4,7 @@ import { after, before, beforeEach, test } from "node:test";
 import {
   ApiKeyAuth,
   AuthError,
+  ConfigurationError,
   Conflict,
   CounterExhausted,
   CounterNotFound,
@@ -214,7 +215,7 @@ test("IamAuth names its region from the execute-api host, else the environment, 
   }
 });
 
-test("an endpoint that is not an http(s) URL is refused", () => {
-  assert.throws(() => new HttpBackend("ftp://example.com"), RangeError);
-  assert.throws(() => new HttpBackend("not a url"), RangeError);
+test("an endpoint that is not an http(s) URL is refused as a ConfigurationError", () => {
+  assert.throws(() => new HttpBackend("ftp://example.com"), ConfigurationError);
+  assert.throws(() => new HttpBackend("not a url"), ConfigurationError);
 });

@@ -3,9 +3,11 @@ import { test } from "node:test";
 
 import {
   AuthError,
+  type Backend,
   CounterExhausted,
   CounterNotFound,
   FailoverBackend,
+  type IdRange,
   InvalidRequest,
   Sequence,
   SequenceClosed,
@@ -13,6 +15,7 @@ import {
   UnsafeId,
 } from "../../src/index.js";
 import { LOST_RESPONSE, MemoryBackend, THROTTLED, UNAVAILABLE } from "../../src/testing.js";
+import { ModelService } from "../model/service.js";
 import { FailingBackend, RecordingBackend, eventually, isIncreasing, settleAll } from "../support.js";
 
 const range = (start: number, count: number, step = 1): number[] =>
@@ -345,6 +348,16 @@ test("failover: a region that is unavailable hands over to the next, and the Seq
   await seq.close();
 });
 
+test("failover: a pause is asked for only if every region asked for one, the shortest", async () => {
+  const asking = (retryAfter?: number): Backend => ({
+    allocate: () => Promise.reject(new ServiceUnavailable("503", retryAfter === undefined ? {} : { retryAfter })),
+  });
+  const pauseOf = (backends: Backend[]): Promise<unknown> =>
+    new FailoverBackend(backends).allocate("x", 1, { idempotencyKey: "k" }).catch((error: unknown) => (error as ServiceUnavailable).retryAfter);
+  assert.equal(await pauseOf([asking(30), asking(5)]), 5);
+  assert.equal(await pauseOf([asking(30), asking()]), undefined);
+});
+
 test("failover: ServiceUnavailable once every region failed, with every region's refusals", async () => {
   const regions = [new MemoryBackend(), new MemoryBackend()];
   for (const region of regions) region.failNext(1, UNAVAILABLE);
@@ -441,4 +454,34 @@ test("IDs increase for each caller, mixing next() and take(), many callers at on
   assert.ok(perCaller.every(isIncreasing));
   assert.equal(new Set(all).size, all.length);
   assert.equal(backend.handedOut, all.length + unused);
+});
+
+test("take(n) is served from fetched blocks that continue each other, though no block has been started", async () => {
+  // Given a service whose MaxBatchSize (16) is below the first block asked
+  // for (20), and that loses answers: next() and then take(11) are told
+  // ServiceUnavailable, their requests' blocks 1..10 and 11..21 come later
+  const service = new ModelService(40, 16);
+  const seq = new Sequence(service, "stretch", { initialBlock: 20, prefetch: false });
+  const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+  // (each call's outcome caught at once: some fail before the last is made)
+  const calls: Promise<PromiseSettledResult<unknown>>[] = [];
+  const watch = (call: Promise<unknown>): void => {
+    calls.push(Promise.allSettled([call]).then(([outcome]) => outcome));
+  };
+  watch(seq.next());
+  await turn();
+  for (const step of ["lost", "lost", 11, 17, "block", "lost", "block"] as const) {
+    if (typeof step === "number") watch(seq.take(step));
+    else service.answer({ kind: step });
+    await turn();
+  }
+  // Then take(17) gets 17 of the 21 IDs in a row held, with no request more
+  assert.equal(service.onNetwork.length, 0, "a request went out for take(17)");
+  const unused = await seq.close(0);
+  const [first, taking11, taking17] = await Promise.all(calls);
+  assert.ok(first?.status === "rejected" && first.reason instanceof ServiceUnavailable);
+  assert.ok(taking11?.status === "rejected" && taking11.reason instanceof ServiceUnavailable);
+  assert.ok(taking17?.status === "fulfilled", String(taking17?.status === "rejected" ? taking17.reason : ""));
+  assert.deepEqual((taking17.value as IdRange<number>).toArray(), range(1, 17));
+  assert.equal(unused, 4);
 });
