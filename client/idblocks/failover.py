@@ -27,56 +27,31 @@ from __future__ import annotations
 import threading
 from collections.abc import Generator, Iterable
 from dataclasses import replace
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
-from idblocks.backend import Backend, Block, HttpBackend
+from idblocks.backend import HttpBackend
+from idblocks.block import AsyncBackend, Backend, Block
 from idblocks.errors import ServiceUnavailable
 
+R = TypeVar("R")  # a region's backend: a Backend, or an AsyncBackend
 
-class FailoverBackend:
-    def __init__(self, backends: Iterable[Backend]) -> None:
-        self.backends = list(backends)
+
+class _Regions(Generic[R]):  # noqa: UP046 - the client runs on Python 3.11 (client/pyproject.toml)
+    """The regions, in order, and which one requests go to first: what
+    FailoverBackend and AsyncFailoverBackend share."""
+
+    def __init__(self, backends: Iterable[R]) -> None:
+        self.backends: list[R] = list(backends)
         if not self.backends:
-            raise ValueError("FailoverBackend needs at least one backend")
+            raise ValueError(f"{type(self).__name__} needs at least one backend")
         self._lock = threading.Lock()
         self._current = 0
         self.failovers = 0  # how often a request moved on to another region
 
-    @classmethod
-    def over(cls, endpoints: Iterable[str], **http_options: Any) -> FailoverBackend:
-        """One HttpBackend per endpoint, each with ``http_options`` (auth,
-        timeout, retry). Its RetryPolicy's deadline is how long an endpoint
-        is given before the next one is tried."""
-        return cls(HttpBackend(endpoint, **http_options) for endpoint in endpoints)
-
     @property
-    def current(self) -> Backend:
+    def current(self) -> R:
         with self._lock:
             return self.backends[self._current]
-
-    def allocate(self, counter: str, count: int, *, idempotency_key: str) -> Block:
-        """A block from the current region, else from the next ones in turn;
-        ServiceUnavailable once every region has failed this request.
-        Anything else a region answers (exhausted, bad request, a refused
-        region configuration) is raised at once: another region would not
-        make it right.
-
-        A region that answers after refusing some attempts for capacity is
-        hot, not down: its block is returned and nothing moves. Only a
-        request it gave up on moves on, as any unavailability does (each
-        region has its own counter item); the refusals of every region
-        tried are added to what is returned, so that the Sequence backs off."""
-        steps = self._tries()
-        outcome: Block | ServiceUnavailable | None = None
-        try:
-            while True:
-                index = steps.send(outcome)
-                try:
-                    outcome = self.backends[index].allocate(counter, count, idempotency_key=idempotency_key)
-                except ServiceUnavailable as exc:
-                    outcome = exc
-        except StopIteration as done:
-            return done.value
 
     def _tries(self) -> Generator[int, Block | ServiceUnavailable | None, Block]:
         """Which region to ask next (yielded: the driver sends back its block
@@ -112,11 +87,44 @@ class FailoverBackend:
         ) from failure
 
 
-class AsyncFailoverBackend(FailoverBackend):
+class FailoverBackend(_Regions[Backend]):
+    """Several regional endpoints as one Backend, for Sequence."""
+
+    @classmethod
+    def over(cls, endpoints: Iterable[str], **http_options: Any) -> FailoverBackend:
+        """One HttpBackend per endpoint, each with ``http_options`` (auth,
+        timeout, retry). Its RetryPolicy's deadline is how long an endpoint
+        is given before the next one is tried."""
+        return cls(HttpBackend(endpoint, **http_options) for endpoint in endpoints)
+
+    def allocate(self, counter: str, count: int, *, idempotency_key: str) -> Block:
+        """A block from the current region, else from the next ones in turn;
+        ServiceUnavailable once every region has failed this request.
+        Anything else a region answers (exhausted, bad request, a refused
+        region configuration) is raised at once: another region would not
+        make it right.
+
+        A region that answers after refusing some attempts for capacity is
+        hot, not down: its block is returned and nothing moves. Only a
+        request it gave up on moves on, as any unavailability does (each
+        region has its own counter item); the refusals of every region
+        tried are added to what is returned, so that the Sequence backs off."""
+        steps = self._tries()
+        outcome: Block | ServiceUnavailable | None = None
+        try:
+            while True:
+                index = steps.send(outcome)
+                try:
+                    outcome = self.backends[index].allocate(counter, count, idempotency_key=idempotency_key)
+                except ServiceUnavailable as exc:
+                    outcome = exc
+        except StopIteration as done:
+            return cast(Block, done.value)
+
+
+class AsyncFailoverBackend(_Regions[AsyncBackend]):
     """FailoverBackend for AsyncSequence: the same choice of region, over
     AsyncHttpBackends (or any backend with a coroutine ``allocate``)."""
-
-    backends: list[Any]
 
     @classmethod
     def over(cls, endpoints: Iterable[str], **http_options: Any) -> AsyncFailoverBackend:
@@ -125,14 +133,14 @@ class AsyncFailoverBackend(FailoverBackend):
 
         return cls(AsyncHttpBackend(endpoint, **http_options) for endpoint in endpoints)
 
-    async def allocate(self, counter: str, count: int, *, idempotency_key: str) -> Block:  # type: ignore[override]
+    async def allocate(self, counter: str, count: int, *, idempotency_key: str) -> Block:
         steps = self._tries()
         outcome: Block | ServiceUnavailable | None = None
         while True:
             try:
                 index = steps.send(outcome)
             except StopIteration as done:
-                return done.value
+                return cast(Block, done.value)
             try:
                 outcome = await self.backends[index].allocate(counter, count, idempotency_key=idempotency_key)
             except ServiceUnavailable as exc:
