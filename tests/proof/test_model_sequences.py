@@ -10,12 +10,14 @@ are checked.
 - Per caller (thread or task), every ID and range lies above what it got before.
 - At most one block request is out at a time, and none before the end of
   the service's last Retry-After.
-- CounterExhausted is told only when nothing held can serve the caller, and
-  the service, since the call began, refused with fewer IDs left than it needs.
+- No call fails (closed aside) while what is held could serve it; and
+  CounterExhausted is told only when the service, since the call began,
+  refused with fewer IDs left than the caller needs.
 - No caller waits (awake) while what is held could serve it.
-- Taken from the service = handed out + unused (what close reports, and
-  what is held or passed over until then) + taken but never answered to the
-  sequence; across any number of close calls, timed out, concurrent or
+- Taken from the service = handed out + unused + taken but never answered
+  to the sequence, where unused is what is held or passed over until a
+  close has counted, and unused_ids from then on (every block landing later
+  included); across any number of close calls, timed out, concurrent or
   cancelled. Every close returns unused_ids as it is when it returns.
 - Every caller ends (served, timed out, told of a failure, or closed), and
   after the last close, what was never answered is only the request that
@@ -198,7 +200,8 @@ class SequenceModel(RuleBasedStateMachine):
         caller.busy = None
         if isinstance(result, BaseException):
             need = 1 if kind == "next" else amount
-            if isinstance(result, CounterExhausted) and self.seq._can_serve(need):  # white-box
+            told = not isinstance(result, (SequenceClosed, asyncio.CancelledError))
+            if told and kind != "close" and self.seq._can_serve(need):  # white-box
                 self.problems.append(f"caller {slot} was told {result!r} with IDs held that serve it")
             elif isinstance(result, CounterExhausted) and not any(
                 left < need for left in self.service.refusals[caller.refusals_before :]
@@ -237,7 +240,10 @@ class SequenceModel(RuleBasedStateMachine):
         service, seq = self.service, self.seq
         with self.consistent():
             assert len(service.waiting) <= 1, "more than one block request out at a time"
-            unused = (seq.unused_ids or 0) + seq._held() + seq._skipped  # white-box
+            # Until a close has counted, what is held and passed over (white-box);
+            # from then on unused_ids says it all, blocks landing since included.
+            counted = seq.unused_ids is not None
+            unused = seq.unused_ids if counted else seq._held() + seq._skipped
             never_answered = sum(map(len, service.undelivered().values()))
             assert service.taken == len(self.handed) + unused + never_answered, (
                 f"taken {service.taken} != handed out {len(self.handed)} + unused {unused} "
