@@ -19,7 +19,7 @@ DEV_ARGS ?=
 # `make clean DEV_STATE=1` also deletes the dev server's saved counters.
 DEV_STATE ?=
 
-.PHONY: help venv dev test test-long test-deployed lint security build unit openapi api-tools mutants lock bench clean node node-test test-repeat docs docs-serve dist iam-simulator
+.PHONY: help venv dev test test-long test-deployed lint security build unit openapi api-tools mutants lock bench clean node node-test test-repeat soak docs docs-serve dist iam-simulator
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -122,6 +122,17 @@ security: $(CHECKOV_VENV)/.installed  ## checkov on template.yaml: no failed che
 
 build: venv  ## sam build (the layer and the three functions, arm64)
 	sam build
+
+# The model-based tests of Sequence and AsyncSequence
+# (tests/proof/test_model_sequences.py) with many more programs than make
+# test runs. Each run draws a seed and prints it; SEED= runs it again.
+EXAMPLES ?= 3000
+SEED ?=
+soak: venv  ## The sequences' model-based tests with many programs (EXAMPLES=3000 SEED=...); prints the seed
+	@seed=$${SEED:-$$(python -c 'import random; print(random.SystemRandom().randrange(2**32))')}; \
+	echo "model seed $$seed: make soak SEED=$$seed runs these programs again"; \
+	IDBLOCKS_MODEL_EXAMPLES=$(EXAMPLES) IDBLOCKS_MODEL_SEED=$$seed \
+		python -m pytest -p no:schemathesis --timeout 0 tests/proof/test_model_sequences.py
 
 # Over every core (pytest-xdist): the unit tests share no port, file or
 # process state, and each worker is a process of its own. A test that starts

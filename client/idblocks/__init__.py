@@ -18,9 +18,12 @@ event loop (``await orders.next_id()``); its HTTP backend, AsyncHttpBackend
 """
 
 from idblocks.async_sequence import AsyncSequence
-from idblocks.backend import ApiKeyAuth, Backend, Block, HttpBackend, IamAuth, NoAuth, check_name
+from idblocks.auth import ApiKeyAuth, IamAuth, NoAuth
+from idblocks.backend import HttpBackend
+from idblocks.block import Backend, Block
 from idblocks.errors import (
     AuthError,
+    ConfigurationError,
     Conflict,
     CounterExhausted,
     CounterNotFound,
@@ -36,6 +39,7 @@ from idblocks.errors import (
 )
 from idblocks.failover import AsyncFailoverBackend, FailoverBackend
 from idblocks.retry import RetryPolicy
+from idblocks.routes import check_name
 from idblocks.sequence import Sequence
 
 __all__ = [
@@ -45,6 +49,7 @@ __all__ = [
     "AuthError",
     "Backend",
     "Block",
+    "ConfigurationError",
     "Conflict",
     "CounterExhausted",
     "CounterNotFound",

@@ -1,12 +1,17 @@
-"""AsyncHttpBackend: the idblocks API's block route for AsyncSequence, on httpx.
+"""AsyncHttpBackend: the idblocks API for asyncio, on httpx.
 
     pip install "idblocks[async]"
 
-It is HttpBackend's request, driven on the event loop: the same
-``exchange()`` decides what is retried (throttling, 502-504, network errors,
-a 500 to a keyed request), with which Idempotency-Key, how long to wait
-(RetryPolicy, Retry-After) and which error a caller hears; only sending and
-waiting differ (httpx and asyncio.sleep instead of urllib3 and time.sleep).
+    backend = AsyncHttpBackend("http://127.0.0.1:3000")
+    block = await backend.allocate("orders", 100)
+    await backend.create("invoices", start=1000)
+
+Every operation is HttpBackend's (idblocks.operations), and each request's
+attempts are the same exchange (idblocks.exchange): what is retried
+(throttling, 502-504, network errors, a 500 to a keyed request), with which
+Idempotency-Key, how long to wait (RetryPolicy, Retry-After) and which error
+a caller hears. Only sending and waiting differ: httpx and asyncio.sleep
+instead of urllib3 and time.sleep.
 
 httpx, rather than aiohttp: a block request is one small POST per block, so
 the HTTP library's speed does not show (the bench measures next_id, not the
@@ -24,53 +29,31 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar, cast
 
 import httpx
 
-from idblocks.backend import (
-    ApiKeyAuth,
-    Attempt,
-    Auth,
-    Block,
-    NoAuth,
-    NoReply,
-    Reply,
-    batch_path,
-    block_of,
-    cannot_connect,
-    endpoint_of,
-    exchange,
-    new_key,
-)
-from idblocks.retry import RetryPolicy
+from idblocks.auth import IN_PLACE
+from idblocks.block import Block
+from idblocks.exchange import Attempt, Call, NoReply, Reply, cannot_connect, exchange
+from idblocks.operations import Operations
 
-# Auths whose headers are computed in place, without I/O: anything else signs
-# in a worker thread.
-_CHEAP_AUTHS = (NoAuth, ApiKeyAuth)
+T = TypeVar("T")
 
 
-class AsyncHttpBackend:
-    def __init__(
-        self,
-        endpoint: str,
-        *,
-        auth: Auth | None = None,
-        timeout: float = 10.0,
-        retry: RetryPolicy | None = None,
-        pool_size: int = 10,
-    ) -> None:
-        """As HttpBackend. No connection is opened here: the client is made
-        on first use, in the running loop (and again in another loop, or in
-        a forked child, whose connections must be its own)."""
-        self.endpoint = endpoint_of(endpoint)
-        self.auth = auth or NoAuth()
-        prepare = getattr(self.auth, "prepare", None)
-        if prepare is not None:
-            prepare(self.endpoint)
-        self.retry = retry or RetryPolicy()
-        self._timeout = httpx.Timeout(timeout, connect=min(timeout, 5.0))
-        self._limits = httpx.Limits(max_connections=pool_size, max_keepalive_connections=pool_size)
+class AsyncHttpBackend(
+    Operations[Awaitable[Block], Awaitable[int], Awaitable[dict[str, Any]], Awaitable[None]]
+):
+    """``AsyncHttpBackend(endpoint, *, auth=None, timeout=10.0, retry=None, pool_size=10)``:
+    HttpBackend for asyncio, with the same operations and arguments, each
+    answering an awaitable. No connection is opened when it is made: the
+    client is made on first use, in the running loop (and again in another
+    loop, or in a forked child, whose connections must be its own)."""
+
+    def _open(self) -> None:
+        self._timeout = httpx.Timeout(self.timeout, connect=min(self.timeout, 5.0))
+        self._limits = httpx.Limits(max_connections=self.pool_size, max_keepalive_connections=self.pool_size)
         self._client: httpx.AsyncClient | None = None
         self._owner: tuple[int, asyncio.AbstractEventLoop] | None = None
 
@@ -84,21 +67,14 @@ class AsyncHttpBackend:
             self._owner = owner
         return self._client
 
-    async def allocate(self, counter: str, count: int, *, idempotency_key: str | None = None) -> Block:
-        """POST /counters/{counter}/batch. Safe to call again with the same key."""
-        path = batch_path(counter)
-        body, refusals = await self._send("POST", path, {"count": count}, idempotency_key or new_key())
-        return block_of(body, path, refusals)
-
-    async def _send(self, method: str, path: str, body: Any, idempotency_key: str) -> tuple[Any, int]:
-        steps = exchange(self.endpoint, self.retry, method, path, body, idempotency_key, True)
+    async def _perform(self, call: Call[T]) -> T:
+        steps = exchange(self.endpoint, self.retry, call)
         outcome: Reply | NoReply | None = None
         while True:
             try:
                 step = steps.send(outcome)
             except StopIteration as done:
-                sent: tuple[Any, int] = done.value  # exchange's return; StopIteration.value is untyped
-                return sent
+                return cast(T, done.value)  # what exchange() returned
             if isinstance(step, Attempt):
                 outcome = await self._attempt(step)
             else:
@@ -106,7 +82,7 @@ class AsyncHttpBackend:
                 outcome = None
 
     async def _attempt(self, attempt: Attempt) -> Reply | NoReply:
-        if isinstance(self.auth, _CHEAP_AUTHS):
+        if isinstance(self.auth, IN_PLACE):
             signature = self.auth.headers(attempt.method, attempt.url, attempt.data)
         else:
             signature = await asyncio.to_thread(self.auth.headers, attempt.method, attempt.url, attempt.data)
@@ -125,6 +101,7 @@ class AsyncHttpBackend:
         return Reply(response.status_code, response.content, response.headers.get("Retry-After"))
 
     async def aclose(self) -> None:
+        """Close this loop's connections (a later request opens new ones)."""
         if self._client is not None and self._owner == (os.getpid(), asyncio.get_running_loop()):
             await self._client.aclose()
         self._client = None

@@ -27,8 +27,11 @@ only how it waits and how a request goes on the network:
   passed; there is no thread.
 - No caller owns a request, so no caller is told ServiceUnavailable because
   "its" request failed: every caller waiting for a block asks again within
-  ``wait_timeout``, and each request is bounded by the backend's retry policy.
-  Errors retrying cannot fix reach every waiting caller as their own type.
+  ``wait_timeout``, and each request is bounded by the backend's retry policy;
+  none asks again before the time the service said to wait (Retry-After),
+  and a caller whose wait_timeout ends before that time is told at once.
+  Errors retrying cannot fix reach every waiting caller, each its own
+  instance of the class raised.
 
 One AsyncSequence serves the tasks of one event loop at a time (one per
 process and loop: a worker's lifespan, say); it is not for threads.
@@ -45,73 +48,28 @@ import asyncio
 import collections
 import contextlib
 import os
-import sys
-import time
-import warnings
 import weakref
-from collections.abc import Callable
 from types import TracebackType
-from typing import Protocol
 
-from idblocks.backend import Block
-from idblocks.errors import SequenceClosed, ServiceUnavailable
-from idblocks.policy import (
-    CLOSE_ATTEMPTS,
-    CLOSE_TIMEOUT,
-    DEFAULT_MAX_BATCH,
-    BlockHolder,
-    _fresh,
-    _Request,
-)
+from idblocks.block import AsyncBackend, Block
+from idblocks.errors import ServiceUnavailable
+from idblocks.policy import CLOSE_TIMEOUT, BlockHolder, _Request, check_seconds
+
+__all__ = ["WAKE_BATCH", "AsyncBackend", "AsyncSequence"]
 
 # How many waiting callers are woken in one turn of the event loop.
 WAKE_BATCH = 32
 
 
-class AsyncBackend(Protocol):
-    """What an AsyncSequence needs: one coroutine that hands out a block."""
+class AsyncSequence(BlockHolder[AsyncBackend]):
+    """Sequence for asyncio: IDs of one counter from ``backend`` (an
+    AsyncHttpBackend, AsyncFailoverBackend or AsyncMemoryBackend), handed
+    out from memory to any number of tasks: ``await next_id()``, ``await
+    take(n)``, ``await aclose()``. The arguments are Sequence's, with the
+    same meaning. Making one does no I/O and needs no running loop; the
+    first block is asked for by the first call (or ``await seq.start()``)."""
 
-    async def allocate(self, counter: str, count: int, *, idempotency_key: str) -> Block: ...
-
-
-class AsyncSequence(BlockHolder):
-    def __init__(
-        self,
-        backend: AsyncBackend,
-        counter: str,
-        *,
-        prefetch: bool = True,
-        block_size: int | None = None,
-        initial_block: int = 100,
-        min_block: int = 1,
-        max_block: int = 1_000_000,
-        runway: float = 5.0,
-        max_runway: float | None = None,
-        prefetch_at: float = 0.5,
-        wait_timeout: float = 60.0,
-        max_batch: int = DEFAULT_MAX_BATCH,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        """The arguments are Sequence's, with the same meaning. Making one
-        does no I/O and needs no running loop; the first block is asked for
-        by the first call (or ``await seq.start()``)."""
-        self._configure(
-            backend,
-            counter,
-            prefetch=prefetch,
-            block_size=block_size,
-            initial_block=initial_block,
-            min_block=min_block,
-            max_block=max_block,
-            runway=runway,
-            max_runway=max_runway,
-            prefetch_at=prefetch_at,
-            wait_timeout=wait_timeout,
-            max_batch=max_batch,
-            clock=clock,
-        )
-        self.backend: AsyncBackend = backend
-        self._reset()
+    def _opened(self) -> None:
         _live.add(self)
 
     def _reset(self) -> None:
@@ -122,6 +80,11 @@ class AsyncSequence(BlockHolder):
         # Callers waiting for a block, first come first: what each needs,
         # and the future that wakes it.
         self._waiters: collections.deque[tuple[int, asyncio.Future[None]]] = collections.deque()
+        # The aclose() at work, if one is: done when it has counted.
+        self._closing: asyncio.Future[None] | None = None
+
+    def _in_flight(self) -> bool:
+        return self._request_task is not None
 
     # -- handing out -------------------------------------------------------------
 
@@ -134,7 +97,7 @@ class AsyncSequence(BlockHolder):
             return await self._next_id_slow()
 
     async def _next_id_slow(self) -> int:
-        deadline = time.monotonic() + self.wait_timeout
+        deadline = self.clock() + self.wait_timeout
         seen = self._answers
         while True:
             try:
@@ -150,12 +113,9 @@ class AsyncSequence(BlockHolder):
         before; as Sequence.take (IDs held below a block fetched for it are
         skipped and counted in ``unused_ids``). ``n`` up to ``max_batch``;
         more raises ValueError before anything is asked of the service."""
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"n must be a positive integer, not {n!r}")
-        if n > self.max_batch:
-            raise ValueError(f"n must be at most max_batch ({self.max_batch}), not {n}")
+        self._check_take(n)
         self._take_hint = n
-        deadline = time.monotonic() + self.wait_timeout
+        deadline = self.clock() + self.wait_timeout
         seen = self._answers
         while True:
             self._check_open()
@@ -168,7 +128,7 @@ class AsyncSequence(BlockHolder):
         """Ask for the first block now (e.g. in an app's start-up), without
         waiting for it."""
         self._check_open()
-        if self._request_task is None and not self._ready:
+        if self._request_task is None and not self._ready and self._resend_at() <= self.clock():
             self._send_pending(1)
 
     # -- waiting -------------------------------------------------------------------
@@ -180,28 +140,34 @@ class AsyncSequence(BlockHolder):
         Raises a failure retrying cannot fix, answered since the caller began
         (``seen``): the caller has just found nothing held that serves it, and
         nothing ran in between, so exhaustion is told last. Else makes sure a
-        request is on the network and waits to be woken: a cancelled caller
-        leaves the request running. ServiceUnavailable at ``deadline``."""
-        failure = self._failure if self._answers != seen else None
-        if failure is not None and failure.final_for(need):
-            raise _fresh(failure.error)
+        request is on the network (or is sent once the service's Retry-After
+        has passed) and waits to be woken: a cancelled caller leaves the
+        request running. ServiceUnavailable at ``deadline``, or at once when
+        the service asked to wait past it."""
+        answered = self._answers != seen
+        error = self._failed_for(need, answered, deadline)
+        if error is not None:
+            raise error
+        wake_at = deadline
         if self._request_task is None:
-            if failure is not None and time.monotonic() >= deadline:
-                raise ServiceUnavailable(
-                    f"no block for '{self.counter}' within {self.wait_timeout} s"
-                ) from failure.error
-            self._send_pending(need)
+            now = self.clock()
+            if answered and self._failure is not None and now >= deadline:
+                raise self._too_long() from self._failure.error
+            if self._resend_at() <= now:
+                self._send_pending(need)
+            else:
+                wake_at = self._resend_at()  # then look again, and ask
         woken = asyncio.get_running_loop().create_future()
         self._waiters.append((need, woken))
         try:
-            async with asyncio.timeout(max(deadline - time.monotonic(), 0)):
+            async with asyncio.timeout(max(wake_at - self.clock(), 0)):
                 await woken
         except TimeoutError:
-            raise ServiceUnavailable(f"no block for '{self.counter}' within {self.wait_timeout} s") from None
+            if wake_at == deadline:
+                raise self._too_long() from None
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise SequenceClosed(f"AsyncSequence('{self.counter}') is closed")
+    def _too_long(self) -> ServiceUnavailable:
+        return ServiceUnavailable(f"no block for '{self.counter}' within {self.wait_timeout} s")
 
     # -- the network -----------------------------------------------------------------
 
@@ -212,7 +178,8 @@ class AsyncSequence(BlockHolder):
             asyncio.get_running_loop()
         except RuntimeError:  # handed out outside a loop (a test's setup): the next wait fetches
             return
-        self._send_pending(1)
+        if self._resend_at() <= self.clock():
+            self._send_pending(1)
 
     def _send_pending(self, need: int) -> None:
         """Put the pending request (or a new one for at least ``need`` IDs) on
@@ -225,7 +192,7 @@ class AsyncSequence(BlockHolder):
     async def _send(self, request: _Request) -> None:
         """Send ``request`` once and settle its answer, for whoever waits.
         Never raises: how it failed is kept in ``_failure``."""
-        started = time.monotonic()
+        started = self.clock()
         try:
             outcome: Block | BaseException = await self.backend.allocate(
                 self.counter, request.size, idempotency_key=request.key
@@ -250,37 +217,58 @@ class AsyncSequence(BlockHolder):
         # A smaller request after a size refusal is made by the callers
         # still waiting, each for its own need; so is a retry.
         with contextlib.suppress(Exception):  # kept in _failure for the callers that wait
-            landed = self._settle(request, outcome, time.monotonic() - started, 0)
+            landed = self._settle(request, outcome, self.clock() - started, 0)
         if not landed:
             self._wake(everyone=True)  # each decides: its error, or ask again
             return
-        if self._wake(everyone=False) and not self._closed:
-            self._send_pending(1)  # for those the block cannot serve
+        need = self._wake(everyone=False)
+        if need and not self._closed:
+            self._send_pending(need)  # for those the block cannot serve, as big as the largest needs
 
-    def _wake(self, *, everyone: bool) -> bool:
-        """Wake the waiting callers: every one, or, first come first, as many
-        as the IDs held can serve. True if some are left waiting."""
-        held = len(self._left_in_segment()) + len(self._rest or ()) + sum(map(len, self._ready))
-        wanted = sum(need for need, woken in self._waiters if not woken.done())
-        self._wake_some(None if everyone else held)
-        return not everyone and wanted > held
+    def _wake(self, *, everyone: bool) -> int:
+        """Wake the waiting callers: every one, or, first come first, those
+        the IDs held can serve (a caller needing more than is left is passed
+        over, not waited behind). Returns how many IDs the next request
+        should bring for those left waiting (the most any of them needs), 0
+        if none is."""
+        if everyone:
+            self._wake_some(None)
+            return 0
+        held = left = self._held()
+        unserved = 0
+        for need, woken in self._waiters:
+            if woken.done():
+                continue
+            if need <= left:
+                left -= need
+            else:
+                unserved = max(unserved, need)
+        self._wake_some(held)
+        return unserved
 
     def _wake_some(self, held: int | None) -> None:
         """Wake up to WAKE_BATCH callers (all of them if ``held`` is None,
-        else while ``held`` lasts), and the next batch at the loop's next
-        turn: callers woken in one turn run in one turn, and a thousand of
-        them held the loop for tens of milliseconds."""
+        else those whose need is left in ``held``, in turn), and the next
+        batch at the loop's next turn: callers woken in one turn run in one
+        turn, and a thousand of them held the loop for tens of milliseconds."""
+        passed: list[tuple[int, asyncio.Future[None]]] = []
         batch = 0
         while self._waiters and (held is None or held > 0):
-            if batch == WAKE_BATCH:
-                asyncio.get_running_loop().call_soon(self._wake_some, held)
-                return
             need, woken = self._waiters.popleft()
-            if not woken.done():  # else cancelled, or timed out
-                woken.set_result(None)
-                batch += 1
-                if held is not None:
-                    held -= need
+            if woken.done():  # cancelled, or timed out
+                continue
+            if held is not None and need > held:
+                passed.append((need, woken))  # waits for a bigger block
+                continue
+            if batch == WAKE_BATCH:
+                self._waiters.appendleft((need, woken))
+                asyncio.get_running_loop().call_soon(self._wake_some, held)
+                break
+            woken.set_result(None)
+            batch += 1
+            if held is not None:
+                held -= need
+        self._waiters.extendleft(reversed(passed))
         # Cancelled waiters left behind are dropped as they reach the front.
         while self._waiters and self._waiters[0][1].done():
             self._waiters.popleft()
@@ -291,26 +279,34 @@ class AsyncSequence(BlockHolder):
         """As Sequence.close(): stop prefetching, hand out nothing more, and
         return (and keep in ``unused_ids``) how many IDs of the blocks taken
         were never handed out. A request on the network is waited for up to
-        ``timeout``; one whose answer was lost is asked again with its key,
-        up to CLOSE_ATTEMPTS times while ``timeout`` lasts. A block landing
-        later still adds to ``unused_ids``."""
-        if self._closed:
-            return self.unused_ids or 0
+        ``timeout`` (inf: until it is answered); one whose answer was lost is
+        asked again with its key, up to CLOSE_ATTEMPTS times while
+        ``timeout`` lasts. A block landing later still adds to
+        ``unused_ids``. Every aclose does so again: one that was cancelled
+        or ran out of time is finished by the next, and an aclose called
+        while another is at work waits for it and returns the same count.
+        Cancelling an aclose never cancels the block request it waits for."""
+        timeout = check_seconds(timeout, "timeout")
         self._closed = True
         self._wake(everyone=True)  # to hear that it is closed
-        deadline = time.monotonic() + timeout
-        if self._request_task is not None and timeout > 0:
-            # asyncio.wait shields it: a cancelled aclose() leaves the request running.
-            await asyncio.wait({self._request_task}, timeout=timeout)
-        for attempt in range(CLOSE_ATTEMPTS):
-            if timeout <= 0 or self._request_task is not None or self._pending is None:
-                break
-            if attempt and time.monotonic() >= deadline:
-                break
-            self._send_pending(1)  # the pending request, key and count
-            assert self._request_task is not None
-            await asyncio.wait({self._request_task}, timeout=max(0.0, deadline - time.monotonic()))
-        return self._count_unused()
+        while self._closing is not None:  # another aclose: it counts for this one too
+            await asyncio.wait({self._closing})
+        self._closing = asyncio.get_running_loop().create_future()
+        try:
+            deadline, asked = self.clock() + timeout, 0
+            while (wait := self._next_on_close(asked, timeout, deadline)) is not None:
+                if wait == 0:
+                    asked += 1
+                    self._send_pending(1)  # the pending request, key and count
+                elif self._request_task is None:
+                    await asyncio.sleep(wait)  # until the service's Retry-After
+                else:
+                    # asyncio.wait shields it: a cancelled aclose() leaves the request running.
+                    await asyncio.wait({self._request_task}, timeout=wait)
+            return self._count_unused()
+        finally:
+            self._closing.set_result(None)
+            self._closing = None
 
     def _after_fork_in_child(self) -> None:
         """The blocks, the request and its task belong to the parent: let
@@ -323,13 +319,7 @@ class AsyncSequence(BlockHolder):
         if not hasattr(self, "_request_task") or self._closed:
             return
         self._closed = True
-        unused = self._count_unused()
-        if not sys.is_finalizing():
-            warnings.warn(
-                f"AsyncSequence('{self.counter}') was never closed; {unused} IDs went unused",
-                ResourceWarning,
-                stacklevel=1,
-            )
+        self._warn_unclosed(self._count_unused())
 
     async def __aenter__(self) -> AsyncSequence:
         return self
@@ -338,9 +328,6 @@ class AsyncSequence(BlockHolder):
         self, kind: type[BaseException] | None, value: BaseException | None, trace: TracebackType | None
     ) -> None:
         await self.aclose()
-
-    def __repr__(self) -> str:
-        return f"AsyncSequence({self.counter!r}, requests={self.requests}, closed={self._closed})"
 
 
 # Every AsyncSequence in the process, so that a forked child drops what its

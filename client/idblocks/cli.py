@@ -28,6 +28,7 @@ from typing import Any, NoReturn
 from idblocks.backend import ApiKeyAuth, Auth, HttpBackend, IamAuth, NoAuth
 from idblocks.errors import (
     AuthError,
+    ConfigurationError,
     Conflict,
     CounterNotFound,
     IdBlocksError,
@@ -40,7 +41,14 @@ AUTH_CHOICES = ("iam", "api-key", "none")
 # Exit status by error class, most specific first; any other error exits 1.
 # A request the service refuses as wrong (400, 401, 403, 422), or that the
 # client refuses before sending, is the caller's to fix, as bad usage is.
-EXIT = ((CounterNotFound, 3), (Conflict, 4), (ServiceUnavailable, 5), (InvalidRequest, 2), (AuthError, 2))
+EXIT = (
+    (CounterNotFound, 3),
+    (Conflict, 4),
+    (ServiceUnavailable, 5),
+    (InvalidRequest, 2),
+    (AuthError, 2),
+    (ConfigurationError, 2),
+)
 
 # What each exit status means, for --help and the documentation's table. A
 # 409 the client retries (request_in_progress) ends in 5 if it never clears.
@@ -52,8 +60,8 @@ EXIT_STATUSES = (
     ),
     (
         2,
-        "bad usage; a request the service refuses (400, 405, 413, 415, 422) or does not allow "
-        "(401, 403); no AWS credentials or region for --auth iam",
+        "bad usage; a malformed endpoint or region; a request the service refuses (400, 405, 413, 415, "
+        "422) or does not allow (401, 403); no AWS credentials or region for --auth iam",
     ),
     (3, "no such counter (404)"),
     (

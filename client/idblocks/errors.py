@@ -1,13 +1,25 @@
 """What the client raises. Every error from the service carries its HTTP
 status and the service's error code and message; the few the client raises
 before sending anything (a name the service would refuse, no credentials or
-no region for SigV4) carry status 0 and the code the service would use."""
+no region for SigV4) carry status 0 and the code the service would use.
+
+A configuration the client cannot work with (a malformed endpoint, port or
+region, an auth that is not one, a credential source that is broken) is a
+ConfigurationError, raised when the backend is made, before any request."""
 
 from __future__ import annotations
 
 
 class IdBlocksError(Exception):
     """Base of everything this package raises."""
+
+
+class ConfigurationError(IdBlocksError, ValueError):
+    """The client was set up with something it cannot work with: a malformed
+    endpoint (host, port, a query or credentials in it), a malformed region,
+    an auth that is not an Auth instance, or a broken credential source.
+    Raised when the backend is made, before any request; also a ValueError,
+    as a bad endpoint always was. The command line exits 2 for it."""
 
 
 class ServiceError(IdBlocksError):
@@ -37,14 +49,15 @@ class AuthError(ServiceError):
     has no credentials or no region (see the subclasses), found before sending."""
 
 
-class MissingCredentials(AuthError):
-    """IamAuth found no AWS credentials anywhere in botocore's chain."""
+class MissingCredentials(AuthError, ConfigurationError):
+    """IamAuth found no AWS credentials anywhere in botocore's chain, or a
+    source that is broken (a profile that does not exist, half a key pair)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(0, "missing_credentials", message)
 
 
-class MissingRegion(AuthError):
+class MissingRegion(AuthError, ConfigurationError):
     """IamAuth cannot tell which region to sign for."""
 
     def __init__(self, message: str) -> None:
@@ -67,11 +80,14 @@ class ServiceUnavailable(IdBlocksError):
     """The service could not be reached, or kept answering 429/5xx, for as
     long as the retry policy allows. ``capacity_refusals`` counts the
     attempts it refused for capacity (429, 503): a counter or a service too
-    busy for the load, not an endpoint that is down."""
+    busy for the load, not an endpoint that is down. ``retry_after``: the
+    seconds the service's last answer asked to wait before the next try
+    (its Retry-After), when it said; a Sequence does not ask again sooner."""
 
-    def __init__(self, *args: object, capacity_refusals: int = 0) -> None:
+    def __init__(self, *args: object, capacity_refusals: int = 0, retry_after: float | None = None) -> None:
         super().__init__(*args)
         self.capacity_refusals = capacity_refusals
+        self.retry_after = retry_after
 
 
 class UnexpectedResponse(IdBlocksError):
@@ -95,3 +111,14 @@ def error_for(status: int, code: str, message: str) -> ServiceError:
     if 400 <= status < 500:
         return InvalidRequest(status, code, message)
     return ServiceError(status, code, message)
+
+
+def copy_of(error: BaseException) -> BaseException:
+    """A new instance of ``error``, for another caller: the same class, words
+    and attributes (whatever its constructor takes: it is not called), the
+    same cause, and no traceback yet, so that callers raising one error at
+    once do not write their frames into one object."""
+    fresh = type(error).__new__(type(error), *error.args)
+    fresh.__dict__.update(error.__dict__)
+    fresh.__cause__, fresh.__suppress_context__ = error.__cause__, error.__suppress_context__
+    return fresh

@@ -27,22 +27,21 @@ from __future__ import annotations
 import threading
 from collections.abc import Generator, Iterable
 from dataclasses import replace
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
-from idblocks.async_sequence import AsyncBackend
-from idblocks.backend import Backend, Block, HttpBackend
+from idblocks.backend import HttpBackend
+from idblocks.block import AsyncBackend, Backend, Block
 from idblocks.errors import ServiceUnavailable
 
-# A region's backend: Backend for FailoverBackend, AsyncBackend for AsyncFailoverBackend.
-RegionBackend = TypeVar("RegionBackend")
+R = TypeVar("R")  # a region's backend: a Backend, or an AsyncBackend
 
 
-class _Regions(Generic[RegionBackend]):
-    """The regions and the choice among them, shared by FailoverBackend and
-    AsyncFailoverBackend, which differ only in how they wait."""
+class _Regions(Generic[R]):  # noqa: UP046 - the client runs on Python 3.11 (client/pyproject.toml)
+    """The regions, in order, and which one requests go to first: what
+    FailoverBackend and AsyncFailoverBackend share."""
 
-    def __init__(self, backends: Iterable[RegionBackend]) -> None:
-        self.backends = list(backends)
+    def __init__(self, backends: Iterable[R]) -> None:
+        self.backends: list[R] = list(backends)
         if not self.backends:
             raise ValueError(f"{type(self).__name__} needs at least one backend")
         self._lock = threading.Lock()
@@ -50,7 +49,7 @@ class _Regions(Generic[RegionBackend]):
         self.failovers = 0  # how often a request moved on to another region
 
     @property
-    def current(self) -> RegionBackend:
+    def current(self) -> R:
         with self._lock:
             return self.backends[self._current]
 
@@ -89,6 +88,8 @@ class _Regions(Generic[RegionBackend]):
 
 
 class FailoverBackend(_Regions[Backend]):
+    """Several regional endpoints as one Backend, for Sequence."""
+
     @classmethod
     def over(cls, endpoints: Iterable[str], **http_options: Any) -> FailoverBackend:
         """One HttpBackend per endpoint, each with ``http_options`` (auth,
@@ -118,8 +119,7 @@ class FailoverBackend(_Regions[Backend]):
                 except ServiceUnavailable as exc:
                     outcome = exc
         except StopIteration as done:
-            block: Block = done.value  # _tries's return; StopIteration.value is untyped
-            return block
+            return cast(Block, done.value)
 
 
 class AsyncFailoverBackend(_Regions[AsyncBackend]):
@@ -140,8 +140,7 @@ class AsyncFailoverBackend(_Regions[AsyncBackend]):
             try:
                 index = steps.send(outcome)
             except StopIteration as done:
-                block: Block = done.value  # _tries's return; StopIteration.value is untyped
-                return block
+                return cast(Block, done.value)
             try:
                 outcome = await self.backends[index].allocate(counter, count, idempotency_key=idempotency_key)
             except ServiceUnavailable as exc:

@@ -34,32 +34,32 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import math
 import os
 import sys
 import threading
 import time
-import warnings
 import weakref
-from collections.abc import Callable
 from types import TracebackType
 
-from idblocks.backend import Backend, Block
-from idblocks.errors import SequenceClosed, ServiceUnavailable
+from idblocks.block import Backend, Block
+from idblocks.errors import ServiceUnavailable
 
 # The policy both drivers share, importable from here as it always was.
-from idblocks.policy import (  # noqa: F401 - re-exported
-    CLOSE_ATTEMPTS,
-    CLOSE_TIMEOUT,
-    DEFAULT_MAX_BATCH,
-    MAX_RUNWAY,
-    BlockHolder,
-    BlockSizer,
-    _Failure,
-    _fresh,
-    _Request,
-    prefetch_tail,
-    smoothed_latency,
-)
+from idblocks.policy import CLOSE_ATTEMPTS, CLOSE_TIMEOUT, BlockHolder, check_seconds
+from idblocks.sizing import DEFAULT_MAX_BATCH, MAX_RUNWAY, BlockSizer, prefetch_tail, smoothed_latency
+
+__all__ = [
+    "CLOSE_ATTEMPTS",
+    "CLOSE_TIMEOUT",
+    "DEFAULT_MAX_BATCH",
+    "MAX_RUNWAY",
+    "BlockSizer",
+    "Sequence",
+    "gil_enabled",
+    "prefetch_tail",
+    "smoothed_latency",
+]
 
 # The longest fork() waits for block requests on the network to finish.
 FORK_WAIT = CLOSE_TIMEOUT
@@ -99,52 +99,12 @@ def _prefetch_loop(sequence: weakref.ReferenceType[Sequence], signal: _Signal) -
         del seq  # dropped outside the lock: collecting it takes the lock
 
 
-class Sequence(BlockHolder):
-    def __init__(
-        self,
-        backend: Backend,
-        counter: str,
-        *,
-        prefetch: bool = True,
-        block_size: int | None = None,
-        initial_block: int = 100,
-        min_block: int = 1,
-        max_block: int = 1_000_000,
-        runway: float = 5.0,
-        max_runway: float | None = None,
-        prefetch_at: float = 0.5,
-        wait_timeout: float = 60.0,
-        max_batch: int = DEFAULT_MAX_BATCH,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        """``block_size`` fixes every block's size (no adapting), except that
-        ``take(n)`` asks for at least ``n``. ``prefetch_at`` is the share of
-        a block still unused when the next one is requested; it grows by
-        itself when requests take longer than that share lasts.
-        ``wait_timeout`` bounds how long a call waits for a block another
-        thread is fetching; a call's own request is bounded by the backend's
-        retry policy. ``max_batch`` is the service's MaxBatchSize: the
-        largest ``take(n)``. ``runway`` is how many seconds a block should
-        last; each capacity refusal a block request meets (the counter is
-        hot) doubles it, up to ``max_runway`` (by default MAX_RUNWAY, or
-        ``runway`` if that is longer)."""
-        self._configure(
-            backend,
-            counter,
-            prefetch=prefetch,
-            block_size=block_size,
-            initial_block=initial_block,
-            min_block=min_block,
-            max_block=max_block,
-            runway=runway,
-            max_runway=max_runway,
-            prefetch_at=prefetch_at,
-            wait_timeout=wait_timeout,
-            max_batch=max_batch,
-            clock=clock,
-        )
-        self.backend: Backend = backend
-        self._reset()
+class Sequence(BlockHolder[Backend]):
+    """IDs of one counter from ``backend`` (an HttpBackend, FailoverBackend
+    or MemoryBackend), handed out from memory to any number of threads:
+    ``next_id()``, ``take(n)``, ``close()``. The arguments are BlockHolder's."""
+
+    def _opened(self) -> None:
         if not gil_enabled():
             # Ignored method-assign: on a free-threaded build each instance takes the locked variant.
             self.next_id = self._next_id_locked  # type: ignore[method-assign]
@@ -159,6 +119,15 @@ class Sequence(BlockHolder):
         self._prefetcher: threading.Thread | None = None
         self._hold_nothing()
         self._fetching = False  # a thread has the pending request on the network
+        self._closing = False  # a close() is at work
+
+    def _in_flight(self) -> bool:
+        return self._fetching
+
+    def _wait(self, seconds: float) -> None:
+        """Let the lock go until notified, or for ``seconds`` (any number: the
+        condition takes at most threading.TIMEOUT_MAX)."""
+        self._changed.wait(min(seconds, threading.TIMEOUT_MAX))
 
     # -- handing out ---------------------------------------------------------
 
@@ -180,7 +149,7 @@ class Sequence(BlockHolder):
 
     def _next_id_slow(self) -> int:
         with self._lock:
-            deadline = time.monotonic() + self.wait_timeout
+            deadline = self.clock() + self.wait_timeout
             while True:
                 try:
                     return next(self._ids)  # another thread moved on already
@@ -195,13 +164,10 @@ class Sequence(BlockHolder):
         skipped, counted in ``unused_ids``: handing them out afterwards would
         go backwards. ``n`` up to ``max_batch``; more raises ValueError before
         anything is asked of the service."""
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"n must be a positive integer, not {n!r}")
-        if n > self.max_batch:
-            raise ValueError(f"n must be at most max_batch ({self.max_batch}), not {n}")
+        self._check_take(n)
         with self._lock:
             self._take_hint = n
-            deadline = time.monotonic() + self.wait_timeout
+            deadline = self.clock() + self.wait_timeout
             while True:
                 self._check_open()
                 taken = self._take_from_held(n)
@@ -238,42 +204,40 @@ class Sequence(BlockHolder):
         """Return once a block is fetched, fetching it when no other thread
         is, or once what is held could serve this thread after all. Raises
         what failed for good while this thread waited, its own request's
-        failure, or ServiceUnavailable at ``deadline``; but only when
-        nothing held could serve it: exhaustion, or any failure, is told
-        after the last ID this thread could be given. Lets the lock go
-        meanwhile."""
+        failure, or ServiceUnavailable at ``deadline`` (at once when the
+        service asked to wait past it); but only when nothing held could
+        serve it: exhaustion, or any failure, is told after the last ID this
+        thread could be given. Lets the lock go meanwhile."""
         seen = self._answers
         while not (self._ready and (need == 1 or any(len(block) >= need for block in self._ready))):
             self._check_open()
-            if self._answers != seen:
-                # While this thread slept, a block may have come, been
-                # started by another thread and been followed by a refusal:
-                # the last answer says nothing of what is held now.
-                if self._failure is None or self._can_serve(need):
-                    return  # look again
-                if self._failure.final_for(need):
-                    raise _fresh(self._failure.error)
-            if not self._fetching:
+            answered = self._answers != seen
+            # While this thread slept, a block may have come, been started
+            # by another thread and been followed by a refusal: the last
+            # answer says nothing of what is held now.
+            if answered and (self._failure is None or self._can_serve(need)):
+                return  # look again
+            error = self._failed_for(need, answered, deadline)
+            if error is not None:
+                raise error
+            now = self.clock()
+            if not self._fetching and self._resend_at() <= now:
                 # Nobody is asking, or the last try failed in a way that
                 # asking again may fix: this thread asks.
-                if self._answers != seen and time.monotonic() >= deadline:
-                    error = self._failure.error if self._failure else None
-                    raise ServiceUnavailable(
-                        f"no block for '{self.counter}' within {self.wait_timeout} s"
-                    ) from error
+                if answered and now >= deadline:
+                    raise self._too_long() from self._failure.error if self._failure else None
                 # Its failure is told at once: nothing held could serve this
                 # thread when it came (nor since, with no answer), and no
                 # other block lands while its own request is out.
                 self._fetch(need)
                 return
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise ServiceUnavailable(f"no block for '{self.counter}' within {self.wait_timeout} s")
-            self._changed.wait(left)
+            if now >= deadline:
+                raise self._too_long()
+            # Until the block on the network lands, or until the service's Retry-After.
+            self._wait((deadline if self._fetching else self._resend_at()) - now)
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise SequenceClosed(f"Sequence('{self.counter}') is closed")
+    def _too_long(self) -> ServiceUnavailable:
+        return ServiceUnavailable(f"no block for '{self.counter}' within {self.wait_timeout} s")
 
     # -- fetching ------------------------------------------------------------
 
@@ -289,7 +253,7 @@ class Sequence(BlockHolder):
                     return
                 request = self._new_request(need)
             self._fetching = True
-            started = time.monotonic()
+            started = self.clock()
             self._lock.release()
             try:
                 outcome: Block | BaseException = self.backend.allocate(
@@ -302,12 +266,12 @@ class Sequence(BlockHolder):
             self._fetching = False
             self._answers += 1
             self._changed.notify_all()
-            if self._settle(request, outcome, time.monotonic() - started, 0 if only_pending else need):
+            if self._settle(request, outcome, self.clock() - started, 0 if only_pending else need):
                 return
 
     def _prefetch_once(self) -> None:
         with self._lock:
-            if self._closed or self._ready or self._fetching:
+            if self._closed or self._ready or self._fetching or self._resend_at() > self.clock():
                 return
             # A failure is kept in _failure for the threads that wait.
             with contextlib.suppress(Exception):
@@ -319,30 +283,35 @@ class Sequence(BlockHolder):
         """Stop prefetching and hand out nothing more. Returns, and keeps in
         ``unused_ids``, how many IDs of the blocks taken were never handed
         out. A block request on the network is waited for up to ``timeout``
-        seconds; a block that lands later still adds to ``unused_ids``. A
-        request whose answer was lost is asked again with its key (so it
-        takes nothing new if it had been applied), up to CLOSE_ATTEMPTS times
-        while ``timeout`` lasts, so that the block it took is counted too."""
+        seconds (inf: until it is answered); a block that lands later still
+        adds to ``unused_ids``. A request whose answer was lost is asked
+        again with its key (so it takes nothing new if it had been applied),
+        up to CLOSE_ATTEMPTS times while ``timeout`` lasts, so that the
+        block it took is counted too. Every close does so again: one that
+        failed or ran out of time is finished by the next, and a close
+        called while another is at work waits for it and returns the same
+        count."""
+        timeout = check_seconds(timeout, "timeout")
         with self._lock:
-            if self._closed:
-                return self.unused_ids or 0
             self._closed = True
             self._signal.stop = True
             self._changed.notify_all()
-            deadline = time.monotonic() + timeout
-            while self._fetching:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._changed.wait(left)
-            for attempt in range(CLOSE_ATTEMPTS):
-                if timeout <= 0 or self._fetching or self._pending is None:
-                    break
-                if attempt and time.monotonic() >= deadline:
-                    break
-                with contextlib.suppress(Exception):
-                    self._fetch(1, only_pending=True)
-            return self._count_unused()
+            while self._closing:  # another thread's close: it counts for this one too
+                self._wait(math.inf)
+            self._closing = True
+            try:
+                deadline, asked = self.clock() + timeout, 0
+                while (wait := self._next_on_close(asked, timeout, deadline)) is not None:
+                    if wait > 0:
+                        self._wait(wait)
+                        continue
+                    asked += 1
+                    with contextlib.suppress(Exception):
+                        self._fetch(1, only_pending=True)
+                return self._count_unused()
+            finally:
+                self._closing = False
+                self._changed.notify_all()
 
     def _after_fork_in_child(self) -> None:
         """The blocks, request and prefetcher belong to the parent: let them go."""
@@ -359,12 +328,7 @@ class Sequence(BlockHolder):
             signal.stop = True
             self._changed.notify_all()
             unused = self._count_unused()
-        if not sys.is_finalizing():
-            warnings.warn(
-                f"Sequence('{self.counter}') was never closed; {unused} IDs went unused",
-                ResourceWarning,
-                stacklevel=1,
-            )
+        self._warn_unclosed(unused)
 
     def __enter__(self) -> Sequence:
         return self
@@ -373,9 +337,6 @@ class Sequence(BlockHolder):
         self, kind: type[BaseException] | None, value: BaseException | None, trace: TracebackType | None
     ) -> None:
         self.close()
-
-    def __repr__(self) -> str:
-        return f"Sequence({self.counter!r}, requests={self.requests}, closed={self._closed})"
 
 
 # -- every Sequence in the process: fork and exit -----------------------------

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from idblocks.backend import Block
+from idblocks.block import Block
 from idblocks.errors import CounterExhausted, InvalidRequest, ServiceUnavailable
 
 # Fault kinds for MemoryBackend.fail_next

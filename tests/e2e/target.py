@@ -21,7 +21,7 @@ from typing import Any
 import requests
 
 from idblocks import ApiKeyAuth, HttpBackend, IamAuth, NoAuth, RetryPolicy
-from idblocks.backend import Auth
+from idblocks.auth import Auth
 
 URL_VARIABLE = "IDBLOCKS_E2E_URL"
 CLIENT_ROLE_VARIABLE = "IDBLOCKS_E2E_CLIENT_ROLE_ARN"

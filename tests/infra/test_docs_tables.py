@@ -10,8 +10,8 @@ import re
 import pytest
 
 from idblocks import cli
-from idblocks.backend import _retryable
 from idblocks.errors import error_for
+from idblocks.exchange import retryable
 from idblocks_core.domain.errors import ERROR_CODES
 from localrun.template import ROOT
 from scripts import docs_tables
@@ -75,7 +75,7 @@ def test_exit_2_names_every_status_the_command_line_exits_2_for():
         for entry in ERROR_CODES.values()
         if isinstance(entry.status, int)
         and 400 <= entry.status < 500
-        and not _retryable(entry.status, entry.code)
+        and not retryable(entry.status, entry.code)
         and _exit_status(entry.status, entry.code) == 2
     } | {401}
     assert {int(status) for status in re.findall(r"\b4\d\d\b", _said(2))} == refused
@@ -86,7 +86,7 @@ def test_exit_4_names_every_conflict_the_command_line_exits_4_for():
     conflicts = {
         entry.code
         for entry in ERROR_CODES.values()
-        if entry.status == 409 and not _retryable(409, entry.code) and _exit_status(409, entry.code) == 4
+        if entry.status == 409 and not retryable(409, entry.code) and _exit_status(409, entry.code) == 4
     }
     assert set(re.findall(r"[a-z]+(?:_[a-z]+)+", _said(4))) == conflicts
 
@@ -117,3 +117,50 @@ def test_a_number_out_of_range_gets_its_fields_code_as_the_catalogue_says(api):
     # and what the catalogue does name is invalid_body
     assert api.call("admin-set", name="big", body={}).error_code == "invalid_body"
     assert api.call("batch", name="orders", body={"count": 1, "colour": 2}).error_code == "invalid_body"
+
+
+# -- every operation, in every client ----------------------------------------------
+
+NODE_SOURCES = sorted((ROOT / "client-node" / "src").rglob("*.ts"))
+
+
+def test_the_operations_table_has_every_operation_of_both_python_backends():
+    """AsyncHttpBackend had only allocate; the table would have hidden it.
+    Every public method of either backend (but closing) is a row, and every
+    row is a method of both."""
+    from idblocks import HttpBackend
+    from idblocks.async_backend import AsyncHttpBackend
+
+    rows = set(docs_tables.client_operations())
+    assert rows == set(docs_tables.NODE_METHODS) == set(docs_tables.CLI_COMMANDS)
+    for backend, closing in ((HttpBackend, "close"), (AsyncHttpBackend, "aclose")):
+        public = {name for name in dir(backend) if not name.startswith("_")} - {closing}
+        methods = {name for name in public if callable(getattr(backend, name))}
+        assert methods == rows, backend.__name__
+
+
+def test_the_operations_table_has_every_command_of_the_command_line():
+    commands = set(docs_tables._subcommands(cli.parser()))
+    assert {command for command in docs_tables.CLI_COMMANDS.values() if command} == commands
+
+
+def test_every_node_method_the_table_names_is_defined_in_the_node_client():
+    """By its source; tests/integration/test_client_operations.py checks the
+    Node client as built, prototype chain and all."""
+    source = "\n".join(path.read_text() for path in NODE_SOURCES)
+    for name in filter(None, docs_tables.NODE_METHODS.values()):
+        assert re.search(rf"^\s+(?:async\s+)?{name}\(", source, re.MULTILINE), name
+
+
+def test_a_new_operation_makes_the_client_page_stale(monkeypatch):
+    """The drift check can fail: an operation added to the core shows up as a
+    stale page (and as a missing name until the Node and CLI columns say)."""
+    from idblocks.operations import Operations
+
+    def compact(self, name: str) -> None:
+        """POST /admin/counters/{name}/compact: a new route."""
+
+    monkeypatch.setattr(Operations, "compact", compact, raising=False)
+    monkeypatch.setitem(docs_tables.NODE_METHODS, "compact", None)
+    monkeypatch.setitem(docs_tables.CLI_COMMANDS, "compact", None)
+    assert ROOT / "docs" / "client.md" in docs_tables.stale_pages()

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from devserver.process import DevServer
-from idblocks import AsyncSequence, RetryPolicy
+from idblocks import AsyncSequence, Conflict, CounterNotFound, HttpBackend, RetryPolicy
 from idblocks.async_backend import AsyncHttpBackend
 from tests.support.proxy import LossyProxy
 
@@ -54,3 +54,53 @@ def test_lost_responses_and_cancelled_callers_cost_nothing_over_http(dev):
     assert len(handed) == len(set(handed))
     # the service handed out exactly what was used plus what aclose() counted
     assert next_of(dev, "async-lossy") - 1 == len(handed) + unused
+
+
+def test_every_admin_call_of_the_async_backend_against_the_dev_server(dev):
+    """AsyncHttpBackend had only allocate: an asyncio service that created
+    its counters blocked its loop on HttpBackend. Every operation, awaited,
+    with what the service answers, the same as HttpBackend's."""
+
+    async def main(url):
+        backend = AsyncHttpBackend(url)
+        try:
+            created = await backend.create("async-admin", start=100, max_id=10_000, cache=5)
+            got = await backend.get("async-admin")
+            page = await backend.list(limit=1000)
+            one = await backend.next("async-admin")
+            block = await backend.allocate("async-admin", 10)
+            moved = await backend.set_next("async-admin", 500)
+            updated = await backend.update("async-admin", cache=1)
+            raw = await backend.request("GET", "/admin/counters/async-admin")
+            deleted = await backend.delete("async-admin")
+            with pytest.raises(CounterNotFound):
+                await backend.get("async-admin")
+            await backend.create("async-admin-twice")
+            with pytest.raises(Conflict, match="counter_exists"):
+                await backend.create("async-admin-twice")
+            return created, got, page, one, block, moved, updated, raw, deleted
+        finally:
+            await backend.aclose()
+
+    created, got, page, one, block, moved, updated, raw, deleted = asyncio.run(main(dev.url))
+    assert (created["name"], created["next"], created["max"]) == ("async-admin", 100, 10_000)
+    assert created["cache"] == 5
+    assert got == created
+    assert "async-admin" in [counter["name"] for counter in page["counters"]]
+    assert one >= 100
+    assert len(block) == 10
+    assert block.start > one
+    assert moved["next"] == 500
+    assert (updated["next"], updated["cache"]) == (500, 1)
+    assert raw == updated
+    assert deleted is None
+    # The sync backend answers the same to the same call.
+    assert HttpBackend(dev.url).get("async-admin-twice") == asyncio.run(_get(dev.url, "async-admin-twice"))
+
+
+async def _get(url, name):
+    backend = AsyncHttpBackend(url)
+    try:
+        return await backend.get(name)
+    finally:
+        await backend.aclose()

@@ -10,7 +10,7 @@ import pytest
 
 from devserver.process import DevServer
 from idblocks import CounterExhausted, HttpBackend, RetryPolicy, Sequence
-from idblocks.backend import Block
+from idblocks.block import Block
 from localrun.environment import scrubbed_environment
 from localrun.template import ROOT
 from tests.support.proxy import LossyProxy

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from idblocks.sequence import BlockSizer, prefetch_tail, smoothed_latency
+from idblocks.sizing import BlockSizer, prefetch_tail, smoothed_latency
 from localrun.template import ROOT
 
 INDEX = ROOT / "client-node" / "dist" / "src" / "index.js"

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from devserver.process import DevServer
 from idblocks import HttpBackend, InvalidName, check_name
-from idblocks.backend import Block
+from idblocks.block import Block
 from idblocks_core.domain.errors import InvalidInput
 from idblocks_core.domain.rules import NAME_PATTERN
 from idblocks_core.domain.rules import check_name as service_check_name

@@ -16,7 +16,7 @@ import pytest
 
 from devserver.process import DevServer
 from idblocks import FailoverBackend, HttpBackend, RetryPolicy, Sequence
-from idblocks.backend import Block
+from idblocks.block import Block
 
 REGIONS = 3
 WORKERS = 4

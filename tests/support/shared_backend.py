@@ -12,7 +12,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from idblocks.backend import Block
+from idblocks.block import Block
 from idblocks.errors import ServiceUnavailable
 from idblocks.testing import LOST_RESPONSE, UNAVAILABLE
 

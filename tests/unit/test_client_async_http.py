@@ -26,7 +26,7 @@ from idblocks import (
     ServiceUnavailable,
 )
 from idblocks.async_backend import AsyncHttpBackend
-from idblocks.backend import Block
+from idblocks.block import Block
 from tests.support.aws_env import without_aws_credentials
 from tests.support.stub_http import DROP, StubServer
 
@@ -180,3 +180,56 @@ def test_an_async_sequence_over_http_rides_through_a_lost_response():
     keys = [r["headers"]["Idempotency-Key"] for r in stub.requests]
     assert keys[1] == keys[2]  # the lost request was asked again with its key
     assert keys[0] != keys[1]
+
+
+def retry_after(seconds: str):
+    return error(503, "service_unavailable", {"Retry-After": seconds})
+
+
+def test_a_retry_after_past_the_callers_wait_is_honoured_not_hammered():
+    """Reproduces: with Retry-After past the backend's deadline, the backend
+    gave up at once, and the AsyncSequence sent the request again at once,
+    again and again (44 to 46 requests in 2 s) until wait_timeout; the
+    sync Sequence sent 1. A wait asked past the caller's wait_timeout is
+    told at once, after one request."""
+
+    async def main(url):
+        seq = AsyncSequence(AsyncHttpBackend(url, retry=FAST), "orders", block_size=10, wait_timeout=2)
+        try:
+            with pytest.raises(ServiceUnavailable, match="120") as caught:
+                await seq.next_id()
+            return caught.value
+        finally:
+            await seq.aclose(timeout=0)
+
+    with StubServer([retry_after("120")] * 100) as stub:
+        refused = asyncio.run(main(stub.url))
+    assert len(stub.requests) == 1
+    assert refused.retry_after == 120
+
+
+def test_a_retry_after_within_the_callers_wait_is_waited_then_asked_again():
+    """The service's Retry-After (0.3 s) is past the backend's own deadline
+    (0.1 s): the backend gives up, and the AsyncSequence asks again, with
+    the request's key, once that time has passed."""
+
+    async def main(url):
+        seq = AsyncSequence(
+            AsyncHttpBackend(url, retry=RetryPolicy(base=0.001, deadline=0.1)),
+            "orders",
+            block_size=10,
+            wait_timeout=30,
+        )
+        try:
+            started = time.monotonic()
+            first = await seq.next_id()
+            return first, time.monotonic() - started
+        finally:
+            await seq.aclose(timeout=0)
+
+    with StubServer([retry_after("0.3"), (200, {}, {"start": 1, "end": 10})]) as stub:
+        first, waited = asyncio.run(main(stub.url))
+    assert first == 1
+    assert len(stub.requests) == 2
+    assert stub.requests[0]["headers"]["Idempotency-Key"] == stub.requests[1]["headers"]["Idempotency-Key"]
+    assert waited >= 0.3  # never sooner than asked

@@ -20,7 +20,7 @@ from idblocks import (
     SequenceClosed,
     ServiceUnavailable,
 )
-from idblocks.backend import Block
+from idblocks.block import Block
 from idblocks.testing import LOST_RESPONSE, THROTTLED, UNAVAILABLE, AsyncMemoryBackend
 
 # Far longer than a request to AsyncMemoryBackend takes, even on a loaded
@@ -526,3 +526,63 @@ def test_a_request_cancelled_under_its_waiters_is_asked_again_with_its_key():
     assert got == 1
     assert backend.memory._by_key.keys() == {key}  # the same request, asked again
     accounted(backend, [got], unused)
+
+
+def test_a_large_take_behind_a_prefetch_asks_for_one_block_of_its_size():
+    """Reproduces: with block_size=10, take(1000) behind a prefetch sent 103
+    requests and took 2,020 IDs: after each small block, the next request
+    was for 10 again (the Sequence sent 2 and took 1,010). On a counter
+    shared with other clients those chunks never join up."""
+
+    async def main():
+        backend = AsyncMemoryBackend()
+        async with AsyncSequence(backend, "orders", block_size=10, prefetch_at=0.5) as seq:
+            assert [await seq.next_id() for _ in range(6)] == list(range(1, 7))  # the prefetch is out
+            taken = await seq.take(1000)
+        return backend, taken
+
+    backend, taken = run(main())
+    assert len(taken) == 1000
+    # The first block, the prefetch, the take's own block, and the prefetch after it.
+    assert [len(block) for block in backend.blocks] == [10, 10, 1000, 10]
+
+
+class OneGatePerRequest(AsyncMemoryBackend):
+    """Request i (from 0) waits for gates[i], except the first, answered at once."""
+
+    def __init__(self, **options):
+        super().__init__(**options)
+        self.gates = collections.defaultdict(asyncio.Event)
+
+    async def allocate(self, counter, count, *, idempotency_key):
+        index = self.memory.calls
+        if index:
+            await self.gates[index].wait()
+        return await super().allocate(counter, count, idempotency_key=idempotency_key)
+
+
+def test_a_caller_behind_a_take_the_block_cannot_serve_is_served_from_it():
+    """Found by the model of tests/proof/test_model_sequences.py. Reproduces:
+    a take(3) waited first and a next_id() behind it; a block of 2 landed;
+    the take was woken (it could not be served, and waited again) and the
+    next_id was not: it waited for the take's block with 2 IDs held."""
+
+    async def main():
+        backend = OneGatePerRequest()
+        seq = AsyncSequence(backend, "orders", block_size=2, prefetch_at=0.5)
+        assert [await seq.next_id(), await seq.next_id()] == [1, 2]  # the prefetch of 3..4 is out
+        take = asyncio.create_task(seq.take(3))
+        one = asyncio.create_task(seq.next_id())
+        await asyncio.sleep(0)
+        backend.gates[1].set()  # 3..4 lands; the take's own request stays out
+        for _ in range(10):
+            await asyncio.sleep(0)
+        served = one.result() if one.done() else None
+        backend.gates[2].set()
+        taken = await take
+        await seq.aclose(timeout=0)
+        return served, taken
+
+    served, taken = run(main())
+    assert served == 3
+    assert taken[0] > 3

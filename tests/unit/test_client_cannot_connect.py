@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from idblocks import HttpBackend, RetryPolicy, ServiceUnavailable, cli
-from idblocks.backend import cannot_connect
+from idblocks.exchange import cannot_connect
 
 DEV_SERVER_HINT = "is the dev server running? (`make dev` starts it)"
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from idblocks import FailoverBackend, HttpBackend, RetryPolicy, Sequence, ServiceUnavailable
-from idblocks.backend import Block
-from idblocks.sequence import MAX_RUNWAY, BlockSizer
+from idblocks.block import Block
+from idblocks.sizing import MAX_RUNWAY, BlockSizer
 from idblocks.testing import LOST_RESPONSE, THROTTLED, UNAVAILABLE, MemoryBackend
 from tests.support.stub_http import StubServer
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from idblocks import CounterExhausted, FailoverBackend, Sequence, ServiceUnavailable
-from idblocks.backend import Block
+from idblocks.block import Block
 from idblocks.testing import MemoryBackend
 from tests.unit.test_client_sequence import draw_in_threads
 

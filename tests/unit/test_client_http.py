@@ -27,7 +27,7 @@ from idblocks import (
     ServiceUnavailable,
     UnexpectedResponse,
 )
-from idblocks.backend import Block
+from idblocks.block import Block
 from idblocks.retry import parse_retry_after
 from tests.support.aws_env import credentials_without_region, without_aws_credentials
 from tests.support.stub_http import DROP, StubServer

@@ -16,8 +16,8 @@ from idblocks import (
     ServiceUnavailable,
 )
 from idblocks import sequence as sequence_module
-from idblocks.backend import Block
-from idblocks.sequence import BlockSizer
+from idblocks.block import Block
+from idblocks.sizing import BlockSizer
 from idblocks.testing import LOST_RESPONSE, MemoryBackend
 from tests.support.waiting import wait_until
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from idblocks import HttpBackend, Sequence, UnexpectedResponse
-from idblocks.backend import Block
+from idblocks.block import Block
 from idblocks.testing import MemoryBackend
 from tests.support.stub_http import StubServer
 from tests.unit.test_client_sequence import draw_in_threads

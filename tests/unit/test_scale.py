@@ -13,7 +13,7 @@ import pytest
 from bench import scale
 from bench.scale import MODES_BY_NAME, Lognormal, Model, Run, TokenBucket, simulate
 from idblocks import sequence
-from idblocks.sequence import BlockSizer
+from idblocks.sizing import BlockSizer
 from idblocks_core.logic import next_cache
 
 # Every latency fixed (sigma 0), so the arithmetic below holds exactly: a

@@ -1,0 +1,175 @@
+"""One request's whole life, without its I/O: the attempts, which failures
+are retried and after how long, and which error a caller hears. HttpBackend
+drives it with urllib3 and time.sleep, AsyncHttpBackend with httpx and
+asyncio.sleep; what is retried, with which Idempotency-Key, is decided here
+once.
+
+Block requests (next, batch) always carry an Idempotency-Key, kept across
+the retries of one request, so a retry after a lost response gets the block
+that was already taken instead of a second one. Throttling, 502-504 and
+network errors are retried with jittered backoff (RetryPolicy), and so is a
+500 when repeating the request is harmless; everything else is raised as
+the matching ServiceError."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import uuid
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+from urllib.parse import urlparse
+
+from idblocks.answers import error_of, json_of
+from idblocks.errors import ServiceUnavailable, error_for
+from idblocks.retry import RETRY_STATUSES, SERVER_ERROR, RetryPolicy, parse_retry_after
+
+USER_AGENT = "idblocks-client/0.1"
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):  # noqa: UP046 - the client runs on Python 3.11 (client/pyproject.toml)
+    """A request as an operation makes it, and how its answer is read
+    (``read(body, capacity_refusals)``). ``retry_unknown_outcome``: whether a
+    network error after sending, or a 500, may be retried (repeating it is
+    harmless: a read, a raise-only write, anything with an Idempotency-Key)."""
+
+    method: str
+    path: str
+    read: Callable[[Any, int], T]
+    body: Any = None
+    idempotency_key: str | None = None
+    retry_unknown_outcome: bool = False
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """Put this on the network once (signed by the driver: SigV4 dates each attempt)."""
+
+    method: str
+    url: str
+    data: bytes | None
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What came back for an attempt."""
+
+    status: int
+    data: bytes
+    retry_after: str | None
+
+
+@dataclass(frozen=True)
+class NoReply:
+    """An attempt that got no answer: never ``sent`` (it cannot have been
+    applied), or sent and then lost (it may have been)."""
+
+    message: str
+    error: BaseException
+    sent: bool
+
+
+Steps = Generator[Attempt | float, Reply | NoReply | None, T]
+
+
+def exchange(endpoint: str, policy: RetryPolicy, call: Call[T]) -> Steps[T]:  # noqa: UP047 - Python 3.11
+    """Yields an Attempt to put on the network (the driver sends back its
+    Reply or NoReply) or a number of seconds to wait before the next;
+    returns the answer as ``call`` reads it, or raises what the client
+    raises: a ServiceError, or ServiceUnavailable once the policy gives up
+    (with the capacity refusals met, and the service's last Retry-After)."""
+    method, path = call.method, call.path
+    data = json.dumps(call.body).encode() if call.body is not None else None
+    headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+    if data is not None:
+        headers["Content-Type"] = "application/json"
+    if call.idempotency_key is not None:
+        headers["Idempotency-Key"] = call.idempotency_key
+    started = policy.clock()
+    failure = "no attempt made"
+    server_errors = refusals = 0
+    retry_after = None
+    for attempt in range(policy.attempts):
+        retry_after = None
+        outcome = yield Attempt(method, endpoint + path, data, headers)
+        if isinstance(outcome, NoReply):
+            failure = outcome.message  # never sent: always safe to retry
+            if outcome.sent and not call.retry_unknown_outcome:
+                raise ServiceUnavailable(
+                    failure + " (the request may have been applied)", capacity_refusals=refusals
+                ) from outcome.error
+        elif isinstance(outcome, Reply):
+            if outcome.status < 300:
+                return call.read(json_of(outcome.data, outcome.status, method, path), refusals)
+            code, message = error_of(outcome.data, outcome.status)
+            if capacity_refusal(outcome.status, code):
+                refusals += 1
+            if outcome.status == SERVER_ERROR and call.retry_unknown_outcome:
+                server_errors += 1
+                if server_errors == policy.server_error_attempts:
+                    raise ServiceUnavailable(
+                        f"{method} {path} answered {code}: {message} (HTTP 500) {server_errors} times"
+                        + (" (the request may have been applied)" if method == "POST" else ""),
+                        capacity_refusals=refusals,
+                    )
+            elif not retryable(outcome.status, code):
+                raise error_for(outcome.status, code, message)
+            failure = f"{code}: {message} (HTTP {outcome.status})"
+            retry_after = parse_retry_after(outcome.retry_after, policy.now())
+        if attempt + 1 == policy.attempts:
+            break
+        wait = policy.delay(attempt + 1, retry_after)
+        if policy.clock() - started + wait > policy.deadline:
+            if retry_after is not None and retry_after == wait:
+                failure += f"; asked to retry after {wait:g} s, past the {policy.deadline:g} s deadline"
+            break
+        yield wait
+    raise ServiceUnavailable(
+        f"{method} {path} failed after {attempt + 1} attempt(s): {failure}",
+        capacity_refusals=refusals,
+        retry_after=retry_after,
+    )
+
+
+def retryable(status: int, code: str) -> bool:
+    # 409 request_in_progress: the same request (same Idempotency-Key) is still
+    # running; asking again soon gets its answer.
+    return status in RETRY_STATUSES or (status == 409 and code == "request_in_progress")
+
+
+def capacity_refusal(status: int, code: str) -> bool:
+    # Throttled (by the stage or the account), or the service's own answer
+    # when the counter's item refused the write: too much load for the
+    # capacity, which a longer runway eases. A 502/504 or an API Gateway 503
+    # without the service's code says nothing about load.
+    return status == 429 or (status == 503 and code == "service_unavailable")
+
+
+def new_key() -> str:
+    return uuid.uuid4().hex
+
+
+def cannot_connect(endpoint: str, exc: Exception) -> str:
+    """Where the connection was tried and why it failed; on this machine, the
+    likely cause: the dev server is not running."""
+    # urllib3 words it "<connection object at 0x...>: Failed to establish ...".
+    reason = str(exc).split(">: ", 1)[-1]
+    message = f"cannot connect to {endpoint} ({reason})"
+    host = urlparse(endpoint).hostname or ""
+    if _is_loopback(host):
+        message += "; nothing is listening there: is the dev server running? (`make dev` starts it)"
+    return message
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
