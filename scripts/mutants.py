@@ -269,7 +269,7 @@ MUTANTS = [
     Mutant(
         "client-take-races",
         "take() carves IDs while next_id may still draw from the same segment",
-        "client/idblocks/policy.py",
+        "client/idblocks/holding.py",
         "            self._ids = _EXHAUSTED\n            current = self._left_in_segment()",
         "            current = self._left_in_segment()",
         ("tests/unit/test_client_sequence.py::test_take_never_hands_out_what_a_concurrent_next_id_gets",),

@@ -31,7 +31,7 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Call(Generic[T]):  # noqa: UP046 - the client runs on Python 3.11 (client/pyproject.toml)
+class Call(Generic[T]):
     """A request as an operation makes it, and how its answer is read
     (``read(body, capacity_refusals)``). ``retry_unknown_outcome``: whether a
     network error after sending, or a 500, may be retried (repeating it is
@@ -77,7 +77,7 @@ class NoReply:
 Steps = Generator[Attempt | float, Reply | NoReply | None, T]
 
 
-def exchange(endpoint: str, policy: RetryPolicy, call: Call[T]) -> Steps[T]:  # noqa: UP047 - Python 3.11
+def exchange(endpoint: str, policy: RetryPolicy, call: Call[T]) -> Steps[T]:
     """Yields an Attempt to put on the network (the driver sends back its
     Reply or NoReply) or a number of seconds to wait before the next;
     returns the answer as ``call`` reads it, or raises what the client

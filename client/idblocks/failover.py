@@ -36,7 +36,7 @@ from idblocks.errors import ServiceUnavailable
 R = TypeVar("R")  # a region's backend: a Backend, or an AsyncBackend
 
 
-class _Regions(Generic[R]):  # noqa: UP046 - the client runs on Python 3.11 (client/pyproject.toml)
+class _Regions(Generic[R]):
     """The regions, in order, and which one requests go to first: what
     FailoverBackend and AsyncFailoverBackend share."""
 

@@ -35,7 +35,7 @@ def _body(body: Any, refusals: int) -> Any:
     return body
 
 
-class Operations(ABC, Generic[BlockAnswer, IdAnswer, ObjectAnswer, NoAnswer]):  # noqa: UP046 - the client runs on Python 3.11 (client/pyproject.toml)
+class Operations(ABC, Generic[BlockAnswer, IdAnswer, ObjectAnswer, NoAnswer]):
     """The API's operations over one endpoint. ``auth``: NoAuth() (the
     default), ApiKeyAuth(key) or IamAuth(). ``timeout``: seconds for each
     attempt's answer (a connection is given at most 5). ``retry``: the

@@ -86,7 +86,7 @@ def _size_refusal(error: BaseException) -> bool:
     )
 
 
-class BlockHolder(HeldIds, Generic[B]):  # noqa: UP046 - the client runs on Python 3.11 (client/pyproject.toml)
+class BlockHolder(HeldIds, Generic[B]):
     """The IDs a sequence holds and its one block request, without any
     waiting: every method runs to its end without letting other callers in
     (under Sequence's lock, or between two awaits of the event loop).

@@ -90,6 +90,20 @@ class NoSuchCounter(MemoryBackend):
         raise CounterNotFound(404, "counter_not_found", f"no counter '{counter}'")
 
 
+class CountedWaits(threading.Condition):
+    """The Sequence's condition, counting the waits that ended because their
+    time was up rather than because a thread notified them."""
+
+    def __init__(self, lock):
+        super().__init__(lock)
+        self.timed_out = 0
+
+    def wait(self, timeout=None):
+        notified = super().wait(timeout)
+        self.timed_out += not notified
+        return notified
+
+
 @pytest.mark.parametrize(
     ("backend", "error"),
     [
@@ -101,11 +115,14 @@ class NoSuchCounter(MemoryBackend):
 def test_every_waiting_thread_gets_an_error_retrying_cannot_fix(backend, error):
     """Reproduces: four threads waiting for a block of a counter that does not
     exist (or is exhausted): one got the error after 0.05 s, three got
-    ServiceUnavailable after the whole wait_timeout."""
+    ServiceUnavailable after the whole wait_timeout. Each waiter is woken by
+    the answer, not by its own deadline: a wait that ran out its time means
+    nobody told it (the deadline is 30 s; the answer comes in 0.05)."""
     seq = Sequence(backend, "orders", block_size=10, wait_timeout=30)
+    seq._signal.changed = seq._changed = waits = CountedWaits(seq._lock)  # white-box
     results = at_once(4, seq.next_id)
-    # Each its own type: none waited out wait_timeout (ServiceUnavailable).
     assert [type(outcome) for outcome, _ in results] == [error] * 4
+    assert waits.timed_out == 0
     seq.close()
 
 
