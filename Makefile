@@ -19,7 +19,7 @@ DEV_ARGS ?=
 # `make clean DEV_STATE=1` also deletes the dev server's saved counters.
 DEV_STATE ?=
 
-.PHONY: help venv dev test test-long test-deployed lint security build unit openapi api-tools mutants lock bench clean node node-test test-repeat soak docs docs-serve dist iam-simulator
+.PHONY: help venv dev test test-long test-deployed lint security build unit openapi api-tools mutants lock bench clean node node-test test-repeat soak docs docs-serve dist iam-simulator sar
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -105,7 +105,7 @@ test-repeat: venv build api-tools iam-simulator  ## The test suites N times (N=5
 # nested-application example is a user's template: linted like ours.
 NESTED_EXAMPLE := examples/nested-application/template.yaml
 
-lint: venv node api-tools  ## ruff, mypy (strict), cfn-lint, sam validate --lint (ours and the nested example); tsc --strict and eslint on the Node client; the OpenAPI document
+lint: venv node api-tools sar  ## ruff, mypy (strict), cfn-lint, sam validate --lint (ours, the one to publish, the nested example); tsc --strict and eslint on the Node client; the OpenAPI document
 	ruff check .
 	ruff format --check .
 	mypy
@@ -117,8 +117,22 @@ lint: venv node api-tools  ## ruff, mypy (strict), cfn-lint, sam validate --lint
 	openapi-spec-validator docs/openapi.json
 	cd $(API_TOOLS) && npx redocly lint ../docs/openapi.json
 
-security: $(CHECKOV_VENV)/.installed  ## checkov on template.yaml: no failed check (suppressions carry their reason)
-	$(CHECKOV_VENV)/bin/checkov -f template.yaml --framework cloudformation --skip-download --compact --quiet
+# The template the Serverless Application Repository publishes
+# (docs/nested-application.md), made from template.yaml by
+# scripts/sar_template.py and never edited: the repository takes no transform
+# but SAM's, so the values SAM must read as literals are decided here
+# (ClientAuth AWS_IAM, SnapStart off). A variant of one's own:
+# make sar SAR_SET="ClientAuth=API_KEY".
+SAR_TEMPLATE := build/sar/template.yaml
+SAR_SET ?=
+
+sar: venv  ## The template to publish to the Serverless Application Repository, linted: build/sar/template.yaml (SAR_SET="ClientAuth=API_KEY")
+	python -m scripts.sar_template --output $(SAR_TEMPLATE) $(foreach setting,$(SAR_SET),--set $(setting))
+	cfn-lint $(SAR_TEMPLATE)
+	sam validate --lint -t $(SAR_TEMPLATE)
+
+security: $(CHECKOV_VENV)/.installed sar  ## checkov on template.yaml and the template to publish: no failed check (suppressions carry their reason)
+	$(CHECKOV_VENV)/bin/checkov -f template.yaml -f $(SAR_TEMPLATE) --framework cloudformation --skip-download --compact --quiet
 
 build: venv  ## sam build (the layer and the three functions, arm64)
 	sam build

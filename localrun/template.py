@@ -189,6 +189,11 @@ class Template:
             raise ValueError(f"template.yaml has no condition {name!r}")
         return self._holds(conditions[name])
 
+    def holds(self, expression: Any) -> bool:
+        """A condition expression written in place (a rule's RuleCondition)
+        with the parameters' values."""
+        return self._holds(expression)
+
     def _holds(self, expression: Any) -> bool:
         if isinstance(expression, dict) and len(expression) == 1:
             ((function, arguments),) = expression.items()

@@ -25,6 +25,7 @@ from scripts.mutant_verdict import verdict
 ROOT = Path(__file__).resolve().parent.parent
 STORE = "layers/core/idblocks_core/dal/counter_store.py"
 NEXT_CACHE = "layers/core/idblocks_core/logic/next_cache.py"
+SAR = "scripts/sar_template.py"
 
 
 @dataclass(frozen=True)
@@ -301,6 +302,32 @@ MUTANTS = [
         "                if self.after_invoke is not None:\n                    self.after_invoke()",
         "                pass",
         ("tests/integration/test_devserver.py::test_state_survives_a_crash",),
+    ),
+    Mutant(
+        "sar-keeps-language-extensions",
+        "the template published to the Serverless Application Repository keeps a transform it refuses",
+        SAR,
+        '    template["Transform"] = SERVERLESS\n',
+        '    template["Transform"] = transforms\n',
+        ("tests/infra/test_sar_template.py::test_the_repository_refuses_nothing_in_the_published_template",),
+    ),
+    Mutant(
+        "sar-keeps-the-alias",
+        "the published template keeps the alias, which an update of parameters alone leaves on old settings",
+        SAR,
+        "    _publish_no_versions(template)\n",
+        "",
+        (
+            "tests/infra/test_sar_template.py::test_an_update_that_changes_only_a_parameter_reaches_what_the_api_invokes",
+        ),
+    ),
+    Mutant(
+        "sar-takes-the-other-branch",
+        "the published template takes the other branch of each decided Fn::If",
+        SAR,
+        "_decide(if_true if fixed[name] else if_false,",
+        "_decide(if_false if fixed[name] else if_true,",
+        ("tests/infra/test_sar_template.py::test_the_published_template_deploys_what_template_yaml_deploys",),
     ),
 ]
 # Mutants that only make sense together.

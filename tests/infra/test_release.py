@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from localrun.template import ROOT, default_template
+from scripts import sar_template
 
 # SHA-256 of the Apache License 2.0 as the Apache Software Foundation
 # publishes it (https://www.apache.org/licenses/LICENSE-2.0.txt, 11,358 bytes).
@@ -88,6 +89,9 @@ def versions() -> dict[str, str]:
         "client-node/package-lock.json": node_lock()["version"],
         "client-node/package-lock.json, the root package": node_lock()["packages"][""]["version"],
         "template.yaml, SemanticVersion": str(sar_metadata()["SemanticVersion"]),
+        "the template make sar publishes, SemanticVersion": str(
+            sar_template.build().template["Metadata"]["AWS::ServerlessRepo::Application"]["SemanticVersion"]
+        ),
         "CHANGELOG.md, the latest release": changelog_releases()[0][0],
         "docs/openapi.json, info.version": json.loads((ROOT / "docs" / "openapi.json").read_text())["info"][
             "version"

@@ -1,6 +1,8 @@
 """template.yaml as CloudFormation will see it: AWS::LanguageExtensions
 resolved with given parameter values (SAM CLI's own implementation), then the
-SAM transform (samtranslator, the library CloudFormation's transform runs)."""
+SAM transform (samtranslator, the library CloudFormation's transform runs).
+translate_sar: the template the Serverless Application Repository publishes
+(scripts/sar_template.py), which has the SAM transform alone."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from samcli.lib.cfn_language_extensions.api import process_template
 from samtranslator.translator.transform import transform
 
 from localrun.template import default_template
+from scripts.sar_template import build
 
 
 class _NoManagedPolicies:
@@ -22,12 +25,11 @@ class _NoManagedPolicies:
         return {}
 
 
-def _translate(overrides: tuple[tuple[str, str], ...]) -> dict[str, Any]:
-    template = default_template()
-    parameters = template.parameters | dict(overrides)
-    expanded = process_template(copy.deepcopy(template.raw), parameter_values=parameters)
-    expanded["Transform"] = "AWS::Serverless-2016-10-31"
-    for resource in expanded["Resources"].values():
+def transform_sam(template: dict[str, Any], parameters: dict[str, str]) -> dict[str, Any]:
+    """The SAM transform of ``template`` as CloudFormation runs it, given the
+    stack's parameter values (and nothing before it)."""
+    template = copy.deepcopy(template)
+    for resource in template["Resources"].values():
         props = resource.get("Properties", {})
         for key in ("CodeUri", "ContentUri"):  # as `sam package` would have uploaded them
             if key in props:
@@ -35,12 +37,20 @@ def _translate(overrides: tuple[tuple[str, str], ...]) -> dict[str, Any]:
     previous = os.environ.get("AWS_DEFAULT_REGION")
     os.environ["AWS_DEFAULT_REGION"] = "us-east-1"
     try:
-        return transform(expanded, parameters, _NoManagedPolicies())
+        return transform(template, parameters, _NoManagedPolicies())
     finally:
         if previous is None:
             del os.environ["AWS_DEFAULT_REGION"]
         else:
             os.environ["AWS_DEFAULT_REGION"] = previous
+
+
+def _translate(overrides: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    template = default_template()
+    parameters = template.parameters | dict(overrides)
+    expanded = process_template(copy.deepcopy(template.raw), parameter_values=parameters)
+    expanded["Transform"] = "AWS::Serverless-2016-10-31"
+    return transform_sam(expanded, parameters)
 
 
 @functools.cache
@@ -56,3 +66,23 @@ def method_security(cfn: dict[str, Any]) -> dict[tuple[str, str], list[dict[str,
         for path, operations in body["paths"].items()
         for method, operation in operations.items()
     }
+
+
+@functools.cache
+def _translate_sar(
+    settings: tuple[tuple[str, str], ...], overrides: tuple[tuple[str, str], ...]
+) -> dict[str, Any]:
+    template = build(dict(settings)).template
+    parameters = {name: str(spec.get("Default", "")) for name, spec in template["Parameters"].items()}
+    unknown = set(dict(overrides)) - set(parameters)
+    if unknown:
+        raise ValueError(f"the published template has no parameter(s) {sorted(unknown)}")
+    return transform_sam(template, parameters | dict(overrides))
+
+
+def translate_sar(settings: dict[str, str] | None = None, **overrides: str) -> dict[str, Any]:
+    """The template the Serverless Application Repository publishes
+    (scripts/sar_template.py, with a publisher's ``settings``) as
+    CloudFormation sees it: no language extensions, only the SAM transform,
+    given the stack's parameter values."""
+    return _translate_sar(tuple(sorted((settings or {}).items())), tuple(sorted(overrides.items())))
