@@ -8,6 +8,7 @@ describe the response bodies."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tomllib
@@ -88,15 +89,31 @@ ALWAYS_ERRORS = (
     "service_unavailable",
 )
 ANSWERED_BY = {"function": "the function", "gateway": "API Gateway", "both": "API Gateway or the function"}
+
+
+def gateway_codes_sending(header: str) -> set[str]:
+    """The codes of template.yaml's gateway responses that set ``header``."""
+    responses = default_template().raw["Resources"]["Api"]["Properties"]["GatewayResponses"]
+    return {
+        json.loads(response["ResponseTemplates"][JSON].replace("$context.error.messageString", '""'))[
+            "error"
+        ]["code"]
+        for response in responses.values()
+        if header in response.get("ResponseParameters", {}).get("Headers", {})
+    }
+
+
 # The headers an error response carries, by the codes that send them.
 RESPONSE_HEADERS = {
     "Retry-After": (
         {
             "description": "Seconds to wait before sending the same request again (with the same "
-            "Idempotency-Key).",
+            "Idempotency-Key). With quota_exceeded, a pause between tries: the quota stays spent until "
+            "its day is over.",
             "schema": {"type": "integer", "minimum": 0},
         },
-        {code for code, entry in ERROR_CODES.items() if entry.retry == "after Retry-After"},
+        {code for code, entry in ERROR_CODES.items() if entry.retry == "after Retry-After"}
+        | gateway_codes_sending("Retry-After"),
     ),
     "Allow": (
         {"description": "The method the route takes on this deployment: POST.", "schema": {"type": "string"}},

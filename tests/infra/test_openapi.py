@@ -188,12 +188,16 @@ def test_every_tag_is_declared_with_a_description(spec):
     assert all(declared.values())
 
 
-def test_retry_after_is_declared_on_every_response_that_can_carry_it(spec):
+def test_retry_after_is_declared_on_every_response_that_can_carry_it(spec, template):
     """409 request_in_progress and 503 service_unavailable carry Retry-After
-    (every retry policy reads it); a response without such a code does not
+    (every retry policy reads it), and so does API Gateway's 429
+    quota_exceeded (template.yaml); a response without such a code does not
     declare it."""
     sends = {code for code, entry in ERROR_CODES.items() if entry.retry == "after Retry-After"}
     assert sends == {"request_in_progress", "service_unavailable"}
+    responses = template.raw["Resources"]["Api"]["Properties"]["GatewayResponses"]
+    assert "Retry-After" in responses["QUOTA_EXCEEDED"]["ResponseParameters"]["Headers"]
+    sends.add("quota_exceeded")
     declared = set()
     for method, path, operation in operations(spec):
         for status, response in operation["responses"].items():
@@ -203,6 +207,7 @@ def test_retry_after_is_declared_on_every_response_that_can_carry_it(spec):
                 declared.add((method, path, status))
     assert ("POST", "/counters/{name}/batch", "409") in declared
     assert {(method, path, "503") for method, path, _ in operations(spec)} <= declared
+    assert {(method, path, "429") for method, path, _ in operations(spec)} <= declared
 
 
 def test_the_api_sends_retry_after_where_the_document_declares_it(api, spec, monkeypatch):
