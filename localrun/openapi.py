@@ -274,10 +274,13 @@ def _servers(parameters: dict[str, str]) -> list[dict[str, Any]]:
 
 def _integers_as_int64(node: Any) -> Any:
     """Every integer schema of ``node`` with format int64 (IDs go up to 2^63-1),
-    so that a generator picks a 64-bit type; except where the range goes
-    beyond it (PUT's next may be max + 1, 2^63, to exhaust the counter)."""
+    so that a generator picks a 64-bit type. A range beyond it would leave a
+    generator a 32-bit field or none: refused."""
     if isinstance(node, dict):
-        if node.get("type") == "integer" and node.get("maximum", 0) <= INT64_MAX:
+        if node.get("type") == "integer":
+            bounds = [node[key] for key in ("minimum", "maximum") if key in node]
+            if not all(-(INT64_MAX + 1) <= bound <= INT64_MAX for bound in bounds):
+                raise ValueError(f"an integer beyond int64 cannot be documented as one: {node}")
             node.setdefault("format", "int64")
         for value in node.values():
             _integers_as_int64(value)
