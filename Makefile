@@ -159,9 +159,12 @@ soak: venv  ## The sequences' model-based tests with many programs (EXAMPLES=300
 unit: venv  ## The fast in-process tests (tests/unit), for every change; make test runs the rest
 	python -m pytest -n auto -p no:schemathesis -p no:hypothesispytest -p no:anyio tests/unit
 
-# STACK or URL, e.g. make test-deployed STACK=idblocks-dev (REGION=eu-west-1);
-# with CLIENT_ROLE (a role ARN to assume) or CLIENT_PROFILE, and CLIENT_COUNTER
-# and OTHER_COUNTER, also what a least-privileged client may and may not do.
+# STACK or URL, e.g. make test-deployed STACK=idblocks-dev (REGION=eu-west-1;
+# needed with a URL of a custom domain, which names no region): requests are
+# signed for the stack's region. With CLIENT_ROLE (a role ARN to assume) or
+# CLIENT_PROFILE, and CLIENT_COUNTER and OTHER_COUNTER, also what a
+# least-privileged client may and may not do; CLIENT_COUNTERS is the stack's
+# ClientCounters when only URL is given (with STACK it is read from the stack).
 STACK ?=
 URL ?=
 REGION ?=
@@ -169,11 +172,13 @@ CLIENT_ROLE ?=
 CLIENT_PROFILE ?=
 CLIENT_COUNTER ?=
 OTHER_COUNTER ?=
+CLIENT_COUNTERS ?=
 test-deployed: venv  ## tests/e2e against a deployed stack: STACK=name or URL=https://... (CLIENT_ROLE=arn CLIENT_COUNTER= OTHER_COUNTER=)
 	$(if $(STACK)$(URL),,$(error make test-deployed needs STACK=<stack name> or URL=<the stack's ApiUrl>))
 	python -m tests.e2e.deployed --stack "$(STACK)" --url "$(URL)" --region "$(REGION)" \
 		--client-role-arn "$(CLIENT_ROLE)" --client-profile "$(CLIENT_PROFILE)" \
-		--client-counter "$(CLIENT_COUNTER)" --other-counter "$(OTHER_COUNTER)"
+		--client-counter "$(CLIENT_COUNTER)" --other-counter "$(OTHER_COUNTER)" \
+		--client-counters "$(CLIENT_COUNTERS)"
 
 docs: venv  ## Build the documentation site into site/ (strict: a broken link or a page missing from the nav fails)
 	mkdocs build --strict --quiet

@@ -8,6 +8,7 @@ describe the response bodies."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tomllib
@@ -88,15 +89,31 @@ ALWAYS_ERRORS = (
     "service_unavailable",
 )
 ANSWERED_BY = {"function": "the function", "gateway": "API Gateway", "both": "API Gateway or the function"}
+
+
+def gateway_codes_sending(header: str) -> set[str]:
+    """The codes of template.yaml's gateway responses that set ``header``."""
+    responses = default_template().raw["Resources"]["Api"]["Properties"]["GatewayResponses"]
+    return {
+        json.loads(response["ResponseTemplates"][JSON].replace("$context.error.messageString", '""'))[
+            "error"
+        ]["code"]
+        for response in responses.values()
+        if header in response.get("ResponseParameters", {}).get("Headers", {})
+    }
+
+
 # The headers an error response carries, by the codes that send them.
 RESPONSE_HEADERS = {
     "Retry-After": (
         {
             "description": "Seconds to wait before sending the same request again (with the same "
-            "Idempotency-Key).",
+            "Idempotency-Key). With quota_exceeded, a pause between tries: the quota stays spent until "
+            "its day is over.",
             "schema": {"type": "integer", "minimum": 0},
         },
-        {code for code, entry in ERROR_CODES.items() if entry.retry == "after Retry-After"},
+        {code for code, entry in ERROR_CODES.items() if entry.retry == "after Retry-After"}
+        | gateway_codes_sending("Retry-After"),
     ),
     "Allow": (
         {"description": "The method the route takes on this deployment: POST.", "schema": {"type": "string"}},
@@ -257,10 +274,13 @@ def _servers(parameters: dict[str, str]) -> list[dict[str, Any]]:
 
 def _integers_as_int64(node: Any) -> Any:
     """Every integer schema of ``node`` with format int64 (IDs go up to 2^63-1),
-    so that a generator picks a 64-bit type; except where the range goes
-    beyond it (PUT's next may be max + 1, 2^63, to exhaust the counter)."""
+    so that a generator picks a 64-bit type. A range beyond it would leave a
+    generator a 32-bit field or none: refused."""
     if isinstance(node, dict):
-        if node.get("type") == "integer" and node.get("maximum", 0) <= INT64_MAX:
+        if node.get("type") == "integer":
+            bounds = [node[key] for key in ("minimum", "maximum") if key in node]
+            if not all(-(INT64_MAX + 1) <= bound <= INT64_MAX for bound in bounds):
+                raise ValueError(f"an integer beyond int64 cannot be documented as one: {node}")
             node.setdefault("format", "int64")
         for value in node.values():
             _integers_as_int64(value)

@@ -1,6 +1,9 @@
 """The end-to-end suite's target: --base-url or IDBLOCKS_E2E_URL when given
 (a deployed stack, or any running server), else a dev server of its own with
-a fresh state file, started once for the session."""
+a fresh state file, started once for the session. A URL given is a server
+that takes no signature unless it is said to be a deployed stack's:
+--deployed (with --region), or IDBLOCKS_E2E_DEPLOYED=1 as make test-deployed
+sets it."""
 
 from __future__ import annotations
 
@@ -12,20 +15,29 @@ from collections.abc import Iterator
 import pytest
 
 from devserver.process import DevServer
-from tests.e2e.target import URL_VARIABLE, Target
+from tests.e2e.target import DEPLOYED_VARIABLE, REGION_VARIABLE, URL_VARIABLE, Target
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--base-url", default=None, help=f"run tests/e2e against this URL (or set {URL_VARIABLE})"
     )
+    parser.addoption(
+        "--deployed",
+        action="store_true",
+        help=f"the URL is a deployed stack's: sign with SigV4 (or set {DEPLOYED_VARIABLE}=1)",
+    )
+    parser.addoption("--region", default=None, help=f"a deployed stack's region (or set {REGION_VARIABLE})")
 
 
 @pytest.fixture(scope="session")
 def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     url = request.config.getoption("--base-url", default=None) or os.environ.get(URL_VARIABLE)
     if url:
-        yield Target.from_environment(url)
+        if request.config.getoption("--deployed", default=False):
+            yield Target.deployed(url, request.config.getoption("--region", default=None))
+        else:
+            yield Target.from_environment(url)
         return
     state = tmp_path_factory.mktemp("e2e-devserver") / "state.json"
     with DevServer("--fresh", state_file=state) as server:

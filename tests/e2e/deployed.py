@@ -2,11 +2,15 @@
 
     python -m tests.e2e.deployed --stack idblocks-dev [--region eu-west-1]
     python -m tests.e2e.deployed --url https://abc123.execute-api.eu-west-1.amazonaws.com/v1
+    python -m tests.e2e.deployed --url https://ids.example.com/v1 --region eu-west-1
     python -m tests.e2e.deployed --stack idblocks-dev --client-counter orders \\
         --client-role-arn arn:aws:iam::123456789012:role/orders-service --other-counter invoices
 
-The URL comes from the stack's ApiUrl output; requests are signed with the
-caller's AWS credentials (botocore's usual chain). With a least-privileged
+The URL comes from the stack's ApiUrl output (a custom domain's URL when the
+stack has one); what it runs against is a deployed stack, so requests are
+signed with the caller's AWS credentials (botocore's usual chain) for the
+stack's region: --region, else the region the stack was read from, else the
+one an execute-api URL names, else the AWS configuration's. With a least-privileged
 client principal (a role to assume, or a profile), the suite also shows that
 it can call next and batch on its counter and nothing else: no admin route,
 no other counter, no function directly (tests/e2e/test_least_privilege.py).
@@ -18,35 +22,91 @@ import argparse
 import os
 import re
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
 from tests.e2e.target import (
     CLIENT_COUNTER_VARIABLE,
+    CLIENT_COUNTERS_VARIABLE,
     CLIENT_PROFILE_VARIABLE,
     CLIENT_ROLE_VARIABLE,
+    DEPLOYED_VARIABLE,
     OTHER_COUNTER_VARIABLE,
+    REGION_VARIABLE,
     URL_VARIABLE,
-    url_from_stack,
+    read_stack,
 )
 
 USAGE = "make test-deployed needs STACK=<stack name> or URL=<the stack's ApiUrl>"
 STACK_VARIABLE = "IDBLOCKS_E2E_STACK"
 ROLE_ARN = re.compile(r"arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}")
+# An API's own endpoint names its region; a custom domain does not.
+EXECUTE_API_HOST = re.compile(r"[a-z0-9]+\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?")
 
 
-def resolve_url(stack: str | None, url: str | None, region: str | None = None) -> str:
-    if url:
-        return url.rstrip("/")
-    if not stack:
+@dataclass(frozen=True)
+class Deployment:
+    """The stack under test: its URL, the region its requests are signed
+    for, and its ClientCounters when known (from the stack or an option)."""
+
+    url: str
+    region: str
+    client_counters: str | None = None
+
+
+def configured_region() -> str | None:
+    """The region the AWS configuration names, as the client reads it."""
+    import botocore.session
+
+    return os.environ.get("AWS_REGION") or botocore.session.get_session().get_config_variable("region")
+
+
+def resolve(
+    stack: str | None,
+    url: str | None,
+    region: str | None = None,
+    client_counters: str | None = None,
+    *,
+    cloudformation: Any = None,
+    configured: Callable[[], str | None] = configured_region,
+) -> Deployment:
+    """Where the deployed stack is and the region to sign for; SystemExit
+    with one line saying what is missing. A stack is read (its ApiUrl, unless
+    a URL is given too, and its ClientCounters) in the region CloudFormation
+    is asked in, which is the API's."""
+    if stack:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            if cloudformation is None:
+                import boto3
+
+                cloudformation = boto3.client("cloudformation", region_name=region)
+            found = read_stack(stack, cloudformation)
+        except (BotoCoreError, ClientError, ValueError) as exc:
+            raise SystemExit(f"cannot read the ApiUrl of stack {stack}: {exc}") from exc
+        return Deployment(
+            (url or found.url).rstrip("/"),
+            region or cloudformation.meta.region_name,
+            client_counters or found.parameters.get("ClientCounters"),
+        )
+    if not url:
         raise SystemExit(USAGE)
-    import boto3
-    from botocore.exceptions import BotoCoreError, ClientError
+    region = region or _region_in(url) or configured()
+    if not region:
+        raise SystemExit(
+            f"REGION=<the stack's region> is needed: {url} does not name it, nor does the AWS configuration"
+        )
+    return Deployment(url.rstrip("/"), region, client_counters)
 
-    try:
-        return url_from_stack(stack, boto3.client("cloudformation", region_name=region))
-    except (BotoCoreError, ClientError, ValueError) as exc:
-        raise SystemExit(f"cannot read the ApiUrl of stack {stack}: {exc}") from exc
+
+def _region_in(url: str) -> str | None:
+    match = EXECUTE_API_HOST.fullmatch(urlsplit(url).hostname or "")
+    return match[1] if match else None
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
@@ -64,6 +124,11 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     principal.add_argument("--client-profile", default=None, help="or a profile with such credentials")
     principal.add_argument("--client-counter", default=None, help="a counter the principal's policy names")
     principal.add_argument("--other-counter", default=None, help="a counter its policy does not name")
+    principal.add_argument(
+        "--client-counters",
+        default=None,
+        help="the stack's ClientCounters (read from the stack when --stack is given)",
+    )
     args, pytest_args = parser.parse_known_args(argv)
     for name, value in vars(args).items():
         setattr(args, name, value or None)
@@ -81,19 +146,28 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     return args, pytest_args
 
 
+def environment(args: argparse.Namespace, deployment: Deployment) -> dict[str, str]:
+    """What the runner tells tests/e2e (target.py reads it): the URL, that
+    it is a deployed stack's, its region, and the client principal."""
+    values = {
+        URL_VARIABLE: deployment.url,
+        DEPLOYED_VARIABLE: "1",
+        REGION_VARIABLE: deployment.region,
+        STACK_VARIABLE: args.stack,
+        CLIENT_ROLE_VARIABLE: args.client_role_arn,
+        CLIENT_PROFILE_VARIABLE: args.client_profile,
+        CLIENT_COUNTER_VARIABLE: args.client_counter,
+        OTHER_COUNTER_VARIABLE: args.other_counter,
+        CLIENT_COUNTERS_VARIABLE: deployment.client_counters,
+    }
+    return {variable: value for variable, value in values.items() if value}
+
+
 def main(argv: list[str] | None = None) -> int:
     args, pytest_args = parse_args(argv)
-    os.environ[URL_VARIABLE] = resolve_url(args.stack, args.url, args.region)
-    print(f"tests/e2e against {os.environ[URL_VARIABLE]}", flush=True)
-    for variable, value in (
-        (STACK_VARIABLE, args.stack),
-        (CLIENT_ROLE_VARIABLE, args.client_role_arn),
-        (CLIENT_PROFILE_VARIABLE, args.client_profile),
-        (CLIENT_COUNTER_VARIABLE, args.client_counter),
-        (OTHER_COUNTER_VARIABLE, args.other_counter),
-    ):
-        if value:
-            os.environ[variable] = value
+    deployment = resolve(args.stack, args.url, args.region, args.client_counters)
+    print(f"tests/e2e against {deployment.url}, signed for {deployment.region}", flush=True)
+    os.environ.update(environment(args, deployment))
     return int(pytest.main(["-p", "no:cacheprovider", "tests/e2e", *pytest_args]))
 
 

@@ -3,12 +3,17 @@
 A dev server needs no signature. A deployed stack takes SigV4 on the admin
 routes always, and on next/batch unless the stack was deployed with another
 ClientAuth: then IDBLOCKS_E2E_API_KEY (API_KEY) or IDBLOCKS_E2E_CLIENT_AUTH=none.
+Whether the URL is a deployed stack's is said, never read from its host name
+(a custom domain's URL names neither execute-api nor the region):
+IDBLOCKS_E2E_DEPLOYED=1, which make test-deployed sets, with the stack's
+region in IDBLOCKS_E2E_REGION.
 
 A least-privileged client principal (tests/e2e/test_least_privilege.py) is
 IDBLOCKS_E2E_CLIENT_ROLE_ARN (a role to assume, e.g. one with only the
 stack's ClientPolicyArn attached) or IDBLOCKS_E2E_CLIENT_PROFILE, with
 IDBLOCKS_E2E_CLIENT_COUNTER (a counter its policy names) and
-IDBLOCKS_E2E_OTHER_COUNTER (one it does not).
+IDBLOCKS_E2E_OTHER_COUNTER (one it does not); IDBLOCKS_E2E_CLIENT_COUNTERS is
+the stack's ClientCounters, the counters its client policy names, when known.
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ from idblocks import ApiKeyAuth, HttpBackend, IamAuth, NoAuth, RetryPolicy
 from idblocks.auth import Auth
 
 URL_VARIABLE = "IDBLOCKS_E2E_URL"
+DEPLOYED_VARIABLE = "IDBLOCKS_E2E_DEPLOYED"
+REGION_VARIABLE = "IDBLOCKS_E2E_REGION"
+CLIENT_COUNTERS_VARIABLE = "IDBLOCKS_E2E_CLIENT_COUNTERS"
 CLIENT_ROLE_VARIABLE = "IDBLOCKS_E2E_CLIENT_ROLE_ARN"
 CLIENT_PROFILE_VARIABLE = "IDBLOCKS_E2E_CLIENT_PROFILE"
 CLIENT_COUNTER_VARIABLE = "IDBLOCKS_E2E_CLIENT_COUNTER"
@@ -35,24 +43,33 @@ class Target:
     url: str
     client_auth: Auth
     admin_auth: Auth
+    # A deployed stack's region, which SigV4 signs for; None: from the host
+    # name (execute-api) or the AWS configuration, or not signed at all.
+    region: str | None = None
 
     @classmethod
     def unsigned(cls, url: str) -> Target:
         return cls(url.rstrip("/"), NoAuth(), NoAuth())
 
     @classmethod
-    def from_environment(cls, url: str) -> Target:
-        """A URL given from outside: a deployed stack when it is on
-        execute-api (signed), else a server of ours that takes no signature."""
-        if ".execute-api." not in url:
-            return cls.unsigned(url)
-        iam = IamAuth()
+    def deployed(cls, url: str, region: str | None = None, environ: Any = os.environ) -> Target:
+        """A deployed stack: the admin routes signed for ``region``, next and
+        batch as its ClientAuth takes them."""
+        iam = IamAuth(region=region)
         client_auth: Auth = iam
-        if os.environ.get("IDBLOCKS_E2E_API_KEY"):
-            client_auth = ApiKeyAuth(os.environ["IDBLOCKS_E2E_API_KEY"])
-        elif os.environ.get("IDBLOCKS_E2E_CLIENT_AUTH", "").lower() == "none":
+        if environ.get("IDBLOCKS_E2E_API_KEY"):
+            client_auth = ApiKeyAuth(environ["IDBLOCKS_E2E_API_KEY"])
+        elif environ.get("IDBLOCKS_E2E_CLIENT_AUTH", "").lower() == "none":
             client_auth = NoAuth()
-        return cls(url.rstrip("/"), client_auth, iam)
+        return cls(url.rstrip("/"), client_auth, iam, region)
+
+    @classmethod
+    def from_environment(cls, url: str, environ: Any = os.environ) -> Target:
+        """A URL given from outside: a deployed stack (signed) when the
+        environment says so, else a server of ours that takes no signature."""
+        if environ.get(DEPLOYED_VARIABLE) != "1":
+            return cls.unsigned(url)
+        return cls.deployed(url, environ.get(REGION_VARIABLE) or None, environ)
 
     def call(
         self,
@@ -132,12 +149,31 @@ class ClientPrincipal:
         session.get_component("credential_provider").insert_before("env", AssumedRole())
         return session
 
-    def auth(self, sts: Any = None) -> Auth:
-        return IamAuth(session=self.session(sts))
+    def auth(self, sts: Any = None, region: str | None = None) -> Auth:
+        return IamAuth(region=region, session=self.session(sts))
+
+    def may_take_from_other_counter(self, client_counters: str | None) -> bool:
+        """Whether the stack's ClientCounters (``*``, a name, or a prefix and
+        ``*``) names the other counter too: then the client policy grants it,
+        and its refusal cannot be shown. False when ClientCounters is unknown."""
+        if client_counters is None:
+            return False
+        if client_counters.endswith("*"):
+            return self.other_counter.startswith(client_counters[:-1])
+        return self.other_counter == client_counters
 
 
-def url_from_stack(stack: str, cloudformation: Any) -> str:
-    """The ApiUrl output of a deployed stack, or ValueError saying what is missing."""
+@dataclass(frozen=True)
+class Stack:
+    """What the tests need of a deployed stack: its ApiUrl output and its
+    parameters (ClientCounters: which counters the client policy names)."""
+
+    url: str
+    parameters: dict[str, str]
+
+
+def read_stack(stack: str, cloudformation: Any) -> Stack:
+    """A deployed stack's ApiUrl and parameters, or ValueError saying what is missing."""
     stacks = cloudformation.describe_stacks(StackName=stack)["Stacks"]
     if not stacks:
         raise ValueError(f"stack {stack} not found")
@@ -145,4 +181,5 @@ def url_from_stack(stack: str, cloudformation: Any) -> str:
     if "ApiUrl" not in outputs:
         status = stacks[0].get("StackStatus", "unknown status")
         raise ValueError(f"stack {stack} ({status}) has no ApiUrl output: is it an idblocks stack, deployed?")
-    return outputs["ApiUrl"].rstrip("/")
+    parameters = {p["ParameterKey"]: p.get("ParameterValue", "") for p in stacks[0].get("Parameters", [])}
+    return Stack(outputs["ApiUrl"].rstrip("/"), parameters)

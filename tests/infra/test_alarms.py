@@ -3,6 +3,8 @@ a metric that exists under the names this stack and its code give it."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.support.sam import translate
@@ -100,3 +102,18 @@ def test_alarms_notify_the_topic_only_when_one_is_given(topic, actions):
     for alarm in alarms.values():
         assert alarm.get("AlarmActions") == actions
         assert alarm.get("OKActions") == actions
+
+
+def test_each_alarm_points_at_a_page_and_section_that_exist():
+    """The descriptions said "See README, Alarms", a section that had moved
+    to docs/deploy.md: an operator reading an alarm found nothing there."""
+    from localrun.template import ROOT
+
+    for logical_id, alarm in _alarms(translate()).items():
+        found = re.search(r"See (\S+?)(?:, ([^.]+))?\.$", alarm["AlarmDescription"])
+        assert found, logical_id
+        page, section = found.groups()
+        assert (ROOT / page).is_file(), (logical_id, page)
+        if section:
+            headings = re.findall(r"^#+ (.+)$", (ROOT / page).read_text(), flags=re.MULTILINE)
+            assert section in headings, (logical_id, page, section)

@@ -1,8 +1,9 @@
 """The optional custom domain (template.yaml): off by default, and with a
-domain name, a regional domain that takes TLS 1.3 only, whose base path
+domain name, a regional domain that takes TLS 1.3 only by default, whose base path
 maps to the API's stage, the default execute-api endpoint then switched
 off. The functions never read the path (tests/unit/test_api_edge.py sends
-every route with a base path in it), so the mapping is all it takes.
+every route with a base path in it), so the mapping is all it takes. The
+TLS policy, on the domain and the API alike, is MinimumTlsVersion's.
 `make lint` and `make security` check the template as it deploys by
 default; here cfn-lint checks it with the domain on."""
 
@@ -47,34 +48,64 @@ def test_a_domain_maps_its_base_path_to_the_stage(base_path, mapped):
     assert mapping["BasePath"]["Fn::If"][0] == "HasCustomBasePath"
 
 
+# MinimumTlsVersion -> the enhanced policy the API and the domain take
+# (API Gateway developer guide, "Supported security policies"): 1.3, TLS 1.3
+# only; 1.2, TLS 1.3 and TLS 1.2 with ECDHE and AES-GCM suites only, for
+# clients without TLS 1.3. Both are policies of regional (and private) APIs
+# and domains; an edge-optimized API or domain takes only the *_EDGE ones,
+# and a REST API left without an endpoint type is edge-optimized.
+POLICIES = {
+    "1.3": "SecurityPolicy_TLS13_1_3_2025_09",
+    "1.2": "SecurityPolicy_TLS13_1_2_PFS_PQ_2025_09",
+}
+POLICY_ENDPOINT_TYPES = {policy: frozenset({"REGIONAL", "PRIVATE"}) for policy in POLICIES.values()}
+TLS = [{}, {"MinimumTlsVersion": "1.3"}, {"MinimumTlsVersion": "1.2"}]
+TLS_IDS = ["default", "1.3", "1.2"]
+
+
+def policy_of(parameters: dict[str, str]) -> str:
+    return POLICIES[parameters.get("MinimumTlsVersion", "1.3")]
+
+
+@pytest.mark.parametrize("tls", TLS, ids=TLS_IDS)
 @pytest.mark.parametrize("domain", [{}, DOMAIN], ids=["no domain", "domain"])
-def test_tls_1_3_only_on_the_domain_and_on_the_apis_own_endpoint(domain):
-    """The domain took TLS_1_2, and the default endpoint beside it TLS 1.0
-    (a REST API's default before its own policy could be set). Now both
-    take the enhanced policy that accepts TLS 1.3 only, in STRICT access
-    mode (a request whose SNI names another host is refused); API Gateway
-    negotiates with the API's own policy even through the domain."""
-    resources = translate(**domain)["Resources"]
+def test_the_api_and_the_domain_take_the_policy_minimum_tls_version_picks(domain, tls):
+    """TLS 1.3 only by default, on the domain and on the API's own endpoint
+    (API Gateway negotiates with the API's policy even through the domain),
+    in STRICT access mode (a request whose SNI names another host is
+    refused). TLS 1.3 only left clients without it (Windows Server 2019,
+    Java 8, OpenSSL 1.0.2) no way in; MinimumTlsVersion 1.2 takes them, with
+    forward-secret AES-GCM suites only."""
+    resources = translate(**domain, **tls)["Resources"]
     api = resources["Api"]["Properties"]
-    policy = ("SecurityPolicy_TLS13_1_3_2025_09", "STRICT")
-    assert (api["SecurityPolicy"], api["EndpointAccessMode"]) == policy
+    assert (api["SecurityPolicy"], api["EndpointAccessMode"]) == (policy_of(tls), "STRICT")
     if domain:
         props = resources["ApiDomain"]["Properties"]
-        assert (props["SecurityPolicy"], props["EndpointAccessMode"]) == policy
+        assert (props["SecurityPolicy"], props["EndpointAccessMode"]) == (policy_of(tls), "STRICT")
 
 
-# API Gateway's enhanced policies by endpoint type: the TLS 1.3-only
-# SecurityPolicy_TLS13_1_3_2025_09 is one of the regional (and private) ones;
-# an edge-optimized API or domain takes only the *_EDGE policies, and a REST
-# API left without an endpoint type is edge-optimized.
-POLICY_ENDPOINT_TYPES = {"SecurityPolicy_TLS13_1_3_2025_09": {"REGIONAL", "PRIVATE"}}
+def test_tls_1_3_only_is_the_default():
+    template = Template()
+    assert template.parameters["MinimumTlsVersion"] == "1.3"
+    assert set(template.raw["Parameters"]["MinimumTlsVersion"]["AllowedValues"]) == set(POLICIES)
 
 
+def test_each_policy_is_one_api_gateway_has():
+    """A policy's name as API Gateway's own model spells it (botocore's
+    apigateway model): a misspelt one fails here, not at deploy."""
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("apigateway")
+    assert set(POLICIES.values()) <= set(model.shape_for("SecurityPolicy").enum)
+    assert "STRICT" in model.shape_for("EndpointAccessMode").enum
+
+
+@pytest.mark.parametrize("tls", TLS, ids=TLS_IDS)
 @pytest.mark.parametrize("domain", [{}, DOMAIN], ids=["no domain", "domain"])
-def test_the_api_and_the_domain_are_of_an_endpoint_type_their_policy_applies_to(domain):
+def test_the_api_and_the_domain_are_of_an_endpoint_type_their_policy_applies_to(domain, tls):
     """An API with no endpoint type is edge-optimized, which refuses the
-    regional TLS 1.3 policy: the stack would fail to deploy."""
-    resources = translate(**domain)["Resources"]
+    regional enhanced policies: the stack would fail to deploy."""
+    resources = translate(**domain, **tls)["Resources"]
     api = resources["Api"]["Properties"]
     assert api["EndpointConfiguration"]["Types"] == ["REGIONAL"]
     assert set(api["EndpointConfiguration"]["Types"]) <= POLICY_ENDPOINT_TYPES[api["SecurityPolicy"]]
@@ -118,3 +149,18 @@ def test_the_template_with_a_domain_lints_clean(tmp_path):
         text=True,
     )
     assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+@pytest.mark.parametrize("tls", TLS, ids=TLS_IDS)
+def test_the_policy_is_set_as_the_rest_apis_properties_not_in_its_body(tls):
+    """What docs/deploy.md ("TLS") says SAM does and leaves unverified: the
+    policy and access mode are the RestApi's properties, and the OpenAPI
+    body SAM generates carries neither extension. A SAM that starts putting
+    them in the body fails here, and the page is to be read again."""
+    api = translate(**tls)["Resources"]["Api"]["Properties"]
+    assert api["SecurityPolicy"] == policy_of(tls)
+    assert not {"x-amazon-apigateway-security-policy", "x-amazon-apigateway-endpoint-access-mode"} & set(
+        api["Body"]
+    )
+    deploy = (ROOT / "docs" / "deploy.md").read_text()
+    assert "x-amazon-apigateway-security-policy" in deploy

@@ -332,3 +332,58 @@ def test_make_dev_says_once_that_the_first_run_builds_the_environment(tmp_path):
     # stale requirements rebuild quietly: that is not a first run
     (tmp_path / "requirements" / "dev.txt").write_text("# changed\n")
     assert "First run" not in _make_dev(tmp_path)
+
+
+def deploy_section() -> str:
+    """The Deploy section of the Deploy page: what a first deploy reads."""
+    return DEPLOY.read_text().split("\n## Deploy\n", 1)[1].split("\n### ", 1)[0]
+
+
+def test_the_first_deploy_says_the_concurrency_quota_the_defaults_need(template):
+    """The defaults reserve 205 units of Lambda concurrency, and Lambda keeps
+    100 unreserved: an account below 305 failed the first deploy with
+    nothing on the page saying why or what to set."""
+    defaults = template.parameters
+    reserved = 2 * int(defaults["ReservedConcurrency"]) + int(defaults["AdminReservedConcurrency"])
+    section = " ".join(deploy_section().split())
+    assert f"{reserved} in all" in section
+    assert f"at least {reserved + 100}" in section
+    assert "decreases account's UnreservedConcurrentExecution below its minimum value" in section
+    assert "ReservedConcurrency=0 AdminReservedConcurrency=0" in section
+
+
+def test_the_first_deploy_is_followed_by_creating_the_counters(template):
+    """AutoCreateCounters is false by default: without a create step, every
+    next of a new stack answered 404 counter_not_found."""
+    assert template.parameters["AutoCreateCounters"] == "false"
+    section = deploy_section()
+    assert "**Create your counters.**" in section
+    lines = [line for block in SHELL_BLOCK.findall(section) for line in block.splitlines()]
+    commands = [argv for argv in (shlex.split(line.split("#")[0]) for line in lines) if argv]
+    create = [argv for argv in commands if argv[:2] == ["idblocks", "create"]]
+    assert create, "no idblocks create in the Deploy section"
+    idblocks_parser().parse_args(create[0][1:])  # a command the command line takes
+    assert "AdminPolicyArn" in section
+
+
+UNPUBLISHED = re.compile(r"pip install \"?idblocks\b|npm install @idblocks/client")
+
+
+def test_no_page_installs_a_package_that_is_not_published():
+    """Neither client is on PyPI or npm: the pages said `pip install
+    idblocks` and `npm install @idblocks/client`, which install nothing of
+    this project. Such a command may appear only where a page says so."""
+    pages = [*READMES, ROOT / "client-node" / "README.md"]
+    for page in pages:
+        text = " ".join(page.read_text().split())
+        for found in UNPUBLISHED.finditer(text):
+            around = text[max(0, found.start() - 120) : found.end() + 40]
+            assert "not published" in around or "finds nothing" in around, (page.relative_to(ROOT), around)
+    for page in (
+        ROOT / "client" / "README.md",
+        ROOT / "client-node" / "README.md",
+        ROOT / "docs" / "client.md",
+    ):
+        text = " ".join(page.read_text().split())
+        assert "not published" in text, page
+        assert "make dist" in text, page

@@ -22,6 +22,7 @@ from idblocks_core.api import gateway as http
 from idblocks_core.domain.errors import ERROR_CODES, CounterExhausted, IdBlocksError, InvalidInput
 from localrun.openapi import errors_table
 from localrun.template import ROOT
+from tests.support.gateway import DEFAULT_STATUS
 
 SOURCES = [
     *sorted((ROOT / "layers" / "core" / "idblocks_core").rglob("*.py")),
@@ -34,18 +35,7 @@ CODE_ARGUMENT = {
     "error_response": (1, "code"),
 }
 # API Gateway's status for each response type whose GatewayResponse sets none.
-GATEWAY_STATUS = {
-    "MISSING_AUTHENTICATION_TOKEN": 403,
-    "INVALID_SIGNATURE": 403,
-    "EXPIRED_TOKEN": 403,
-    "ACCESS_DENIED": 403,
-    "INVALID_API_KEY": 403,
-    "THROTTLED": 429,
-    "REQUEST_TOO_LARGE": 413,
-    "INTEGRATION_TIMEOUT": 504,
-    "DEFAULT_4XX": "4xx",
-    "DEFAULT_5XX": "5xx",
-}
+GATEWAY_STATUS = DEFAULT_STATUS
 
 
 def _called_name(call: ast.Call) -> str:

@@ -9,7 +9,7 @@ import openapi_spec_validator
 import pytest
 
 from idblocks_core.domain.errors import ERROR_CODES
-from localrun.openapi import document
+from localrun.openapi import _integers_as_int64, document
 from localrun.template import ROOT
 from tests.support.api import event_files, load_event, routes
 
@@ -188,12 +188,16 @@ def test_every_tag_is_declared_with_a_description(spec):
     assert all(declared.values())
 
 
-def test_retry_after_is_declared_on_every_response_that_can_carry_it(spec):
+def test_retry_after_is_declared_on_every_response_that_can_carry_it(spec, template):
     """409 request_in_progress and 503 service_unavailable carry Retry-After
-    (every retry policy reads it); a response without such a code does not
+    (every retry policy reads it), and so does API Gateway's 429
+    quota_exceeded (template.yaml); a response without such a code does not
     declare it."""
     sends = {code for code, entry in ERROR_CODES.items() if entry.retry == "after Retry-After"}
     assert sends == {"request_in_progress", "service_unavailable"}
+    responses = template.raw["Resources"]["Api"]["Properties"]["GatewayResponses"]
+    assert "Retry-After" in responses["QUOTA_EXCEEDED"]["ResponseParameters"]["Headers"]
+    sends.add("quota_exceeded")
     declared = set()
     for method, path, operation in operations(spec):
         for status, response in operation["responses"].items():
@@ -203,6 +207,7 @@ def test_retry_after_is_declared_on_every_response_that_can_carry_it(spec):
                 declared.add((method, path, status))
     assert ("POST", "/counters/{name}/batch", "409") in declared
     assert {(method, path, "503") for method, path, _ in operations(spec)} <= declared
+    assert {(method, path, "429") for method, path, _ in operations(spec)} <= declared
 
 
 def test_the_api_sends_retry_after_where_the_document_declares_it(api, spec, monkeypatch):
@@ -241,12 +246,25 @@ def test_times_are_date_times_the_api_answers_as_such(api, spec):
         )
 
 
-def test_every_integer_is_an_int64_unless_its_range_goes_beyond(spec):
+def test_every_integer_is_an_int64_within_its_range(spec):
+    """Every integer is an int64 with its range inside it, so a generator
+    makes a 64-bit field (Java's long, Go's int64), never a 32-bit one. PUT's
+    next was documented up to 2^63 (max + 1 exhausts a counter of max
+    2^63-1) without a format: generators made it 32 bits. The API still
+    takes 2^63 there, as next's description says."""
     integers = [s for s in schemas_in([spec["paths"], spec["components"]]) if s["type"] == "integer"]
     assert len(integers) > 20
-    beyond = [s for s in integers if s.get("maximum", 0) > INT64_MAX]
-    assert [s["maximum"] for s in beyond] == [2**63]  # PUT's next: max + 1 exhausts the counter
-    assert all(s.get("format") == "int64" for s in integers if s not in beyond)
+    assert all(s.get("format") == "int64" for s in integers)
+    assert all(-(2**63) <= s.get(bound, 0) <= INT64_MAX for s in integers for bound in ("minimum", "maximum"))
+    next_ = spec["components"]["schemas"]["UpdateCounterRequest"]["properties"]["next"]
+    (integer,) = [s for s in next_["anyOf"] if s["type"] == "integer"]
+    assert (integer["maximum"], integer["format"]) == (INT64_MAX, "int64")
+    assert "2^63 (9223372036854775808)" in next_["description"]
+
+
+def test_an_integer_beyond_int64_is_not_documented_as_one():
+    with pytest.raises(ValueError, match="beyond int64"):
+        _integers_as_int64({"type": "object", "properties": {"n": {"type": "integer", "maximum": 2**63}}})
 
 
 def test_the_servers_are_a_deployed_stage_a_custom_domain_and_the_dev_server(spec, template):

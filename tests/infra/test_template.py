@@ -212,11 +212,16 @@ GATEWAY_RESPONSE_TYPES = {
     "ACCESS_DENIED",
     "INVALID_API_KEY",
     "THROTTLED",
+    "QUOTA_EXCEEDED",  # a client key's UsageQuotaPerDay spent (tests/infra/test_gateway_responses.py)
     "REQUEST_TOO_LARGE",
     "INTEGRATION_TIMEOUT",
     "DEFAULT_4XX",
     "DEFAULT_5XX",
 }
+
+
+# A spent quota asks for a pause longer than the clients' retry deadline.
+EXTRA_HEADERS = {"QUOTA_EXCEEDED": {"gatewayresponse.header.Retry-After": "'600'"}}
 
 
 @pytest.mark.parametrize("client_auth", ["AWS_IAM", "API_KEY", "NONE"])
@@ -234,7 +239,7 @@ def test_the_gateways_own_errors_have_the_apis_shape_and_are_never_cached(client
         assert response["responseParameters"] == {
             "gatewayresponse.header.Cache-Control": "'no-store'",
             "gatewayresponse.header.X-Content-Type-Options": "'nosniff'",
-        }, kind
+        } | EXTRA_HEADERS.get(kind, {}), kind
         # API Gateway fills $context variables in; a JSON string value stands in for one here
         template_body = response["responseTemplates"]["application/json"]
         filled = json.loads(template_body.replace("$context.error.messageString", '"Forbidden"'))

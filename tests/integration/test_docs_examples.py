@@ -60,7 +60,7 @@ def reading_order() -> list[Path]:
 
 
 DOC_FILES = reading_order()
-NOT_RUN = {"starts a server", "needs AWS", "needs Docker"}
+NOT_RUN = {"starts a server", "needs AWS", "needs Docker", "installs packages"}
 EXAMPLE = re.compile(
     r"(?:^<!-- not-run: (?P<reason>[^>]*?) -->\n)?"
     r"^```(?P<lang>sh|bash|shell|console|python)\n(?P<body>.*?)^```",
@@ -238,6 +238,7 @@ def test_a_block_that_is_not_run_needs_what_its_reason_says():
         "starts a server": r"make dev|python -m devserver",
         "needs AWS": r"amazonaws\.com|sam (deploy|build)|aws |IamAuth",
         "needs Docker": r"docker ",
+        "installs packages": r"pip install|npm install",
     }
     wrong = [
         example.where

@@ -11,16 +11,17 @@ each error class the scenario can provoke (its code one of ErrorCode's
 members), delete.
 
 The signing recipes of docs/other-languages.md (examples/sigv4_httpx.py, an
-httpx.Auth; api-tools/src/sigv4.ts, an openapi-fetch middleware) sign
-requests sent to a server that records them; each signature must be
-botocore's own for the request as it arrived (its path with the stage, its
-query, its body, the headers it signed), as API Gateway checks it.
+httpx.Auth; api-tools/src/sigv4.ts, an openapi-fetch middleware) sign the
+generated clients' requests to the dev server with ClientAuth AWS_IAM, which
+verifies SigV4 as API Gateway does (devserver/sigv4.py: botocore's signature
+recomputed over the request as it arrived, its scope, clock and session
+token): each request is taken, and each change made after signing (body,
+path, query, Idempotency-Key, Content-Type) is refused with
+invalid_signature.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import importlib
 import json
 import os
@@ -32,19 +33,17 @@ from datetime import datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
-from unittest import mock
 
+import httpx
 import pytest
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from devserver.process import DevServer
 from examples.sigv4_httpx import SigV4
 from localrun.environment import scrubbed_environment
 from localrun.template import ROOT
-from tests.support.loopback import LoopbackServer, QuietHandler
 from tests.support.proxy import LossyProxy
+from tests.support.signing import ACCESS_KEY, REGION, SECRET_KEY, SESSION_ENV, TOKEN
 
 DOCUMENT = ROOT / "docs" / "openapi.json"
 API_TOOLS = ROOT / "api-tools"
@@ -270,126 +269,121 @@ def test_the_generated_typescript_client_runs_the_scenario(compiled_typescript, 
     assert json.loads(output.strip().splitlines()[-1]) == expected("generated-typescript")
 
 
-# -- Signing for AWS_IAM: the recipes against botocore ---------------------------
+# -- Signing for AWS_IAM: the recipes against a SigV4 verifier -----------------
 
-REGION = "eu-west-1"
-CREDENTIALS = Credentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "session-token-example")
-STAGE = "/v1"
-NAME = "orders.2026_v-1"
-
-
-@dataclasses.dataclass(frozen=True)
-class Received:
-    method: str
-    target: str  # the path and query, as sent
-    headers: dict[str, str]  # names in lower case
-    body: bytes
-
-
-class RecordingServer(LoopbackServer):
-    """Records each request and answers 204, as a stand-in for API Gateway."""
-
-    def __init__(self) -> None:
-        self.received: list[Received] = []
-        server = self
-
-        class Handler(QuietHandler):
-            protocol_version = "HTTP/1.1"
-
-            def _handle(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                headers = {key.lower(): value for key, value in self.headers.items()}
-                server.received.append(Received(self.command, self.path, headers, body))
-                self.send_response(204)
-                self.end_headers()
-
-            do_GET = do_POST = do_PUT = do_DELETE = _handle
-
-        self._serve(Handler)
+# One request of each kind the recipes must sign: a body, a query with a
+# cursor, a header of the API's own (Idempotency-Key), none, PUT.
+REQUESTS = ["create", "create another", "list", "list from the cursor", "batch", "next", "update"]
+TAKEN = [[201, None], [201, None], [200, None], [200, None], [200, None], [200, None], [200, None]]
+REFUSED = [403, "invalid_signature"]
+# A change made after signing -> the requests it changes. Each must be
+# refused: the recipe signed what it changes (content-type and
+# Idempotency-Key among the headers, the query, the path, the body).
+TAMPERED = {
+    "body": {"batch"},
+    "path": {"batch"},
+    "query": {"list", "list from the cursor"},
+    "header": {"batch"},
+    "content-type": {"batch"},
+}
 
 
-def botocore_authorization(request: Received, credentials: Credentials = CREDENTIALS) -> str:
-    """The Authorization header botocore's SigV4 signer makes for the request
-    as it arrived, over the headers it says it signed, at its X-Amz-Date. A
-    signed X-Amz-Content-Sha256 (@smithy/signature-v4 adds one) is taken as
-    the hash of the body that arrived: botocore would sign the value given."""
-    fields = dict(
-        part.strip().split("=", 1) for part in request.headers["authorization"].split(" ", 1)[1].split(",")
-    )
-    added_by_botocore = ("x-amz-date", "x-amz-security-token")
-    signed = {n: request.headers[n] for n in fields["SignedHeaders"].split(";") if n not in added_by_botocore}
-    if "x-amz-content-sha256" in signed:
-        signed["x-amz-content-sha256"] = hashlib.sha256(request.body).hexdigest()
-    aws = AWSRequest(
-        method=request.method,
-        url=f"http://{request.headers['host']}{request.target}",
-        data=request.body,
-        headers=signed,
-    )
-    at = datetime.strptime(request.headers["x-amz-date"], "%Y%m%dT%H%M%SZ")
-    with mock.patch("botocore.auth.get_current_datetime", return_value=at):
-        SigV4Auth(credentials, "execute-api", REGION).add_auth(aws)
-    return aws.headers["Authorization"]
+@pytest.fixture(scope="module")
+def verifier(tmp_path_factory) -> Iterator[DevServer]:
+    """The dev server checking SigV4 as API Gateway does (ClientAuth
+    AWS_IAM), with temporary credentials: a session token must be signed too."""
+    state = tmp_path_factory.mktemp("verifier") / "state.json"
+    with DevServer(
+        "--fresh", "--parameter", "ClientAuth=AWS_IAM", state_file=state, env=SESSION_ENV
+    ) as server:
+        yield server
 
 
-def check_signed_as_botocore_signs(received: list[Received]) -> None:
-    assert [(r.method, r.target.split("?")[0]) for r in received] == [
-        ("GET", f"{STAGE}/admin/counters"),
-        ("POST", f"{STAGE}/counters/{NAME}/batch"),
-        ("POST", f"{STAGE}/counters/{NAME}/next"),
-        ("PUT", f"{STAGE}/admin/counters/{NAME}"),
-    ]
-    listing, block, _, update = received
-    assert "cursor=" in listing.target
-    assert json.loads(block.body) == {"count": 25}
-    assert json.loads(update.body) == {"next": 7000, "cache": 5}
-    for request in received:
-        assert request.headers["authorization"] == botocore_authorization(request), request
-        assert request.headers["x-amz-security-token"] == CREDENTIALS.token
-        signed = request.headers["authorization"].split("SignedHeaders=")[1].split(",")[0].split(";")
-        assert {"host", "x-amz-date", "x-amz-security-token"} <= set(signed)
-        assert ("content-type" in signed) == bool(request.body), request
-    assert "idempotency-key" in block.headers["authorization"]
-    # the check itself: a request changed after signing is not botocore's
-    for changed in (
-        dataclasses.replace(block, body=b'{"count": 26}'),
-        dataclasses.replace(block, target=block.target.replace(STAGE, "", 1)),
-        dataclasses.replace(listing, target=listing.target.replace("limit=5", "limit=6")),
-        dataclasses.replace(block, headers=block.headers | {"idempotency-key": "key-2"}),
-    ):
-        assert changed.headers["authorization"] != botocore_authorization(changed)
+def expected_answers(tamper: str) -> list[list[Any]]:
+    changed = TAMPERED.get(tamper, set())
+    return [REFUSED if name in changed else taken for name, taken in zip(REQUESTS, TAKEN, strict=True)]
 
 
-def test_the_httpx_auth_recipe_signs_as_botocore(generated_python):
+class Tampering(httpx.HTTPTransport):
+    """Changes each request after the auth signed it, as a hop that rewrites
+    requests would."""
+
+    def __init__(self, tamper: str, name: str) -> None:
+        super().__init__()
+        self.tamper, self.name = tamper, name
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        url, headers, body = request.url, request.headers.copy(), request.content
+        batch = url.path.endswith("/batch")
+        if self.tamper == "body" and batch:
+            body = body.replace(b"25", b"26")
+        elif self.tamper == "path" and batch:
+            url = url.copy_with(path=url.path.replace(f"/{self.name}/", f"/{self.name}-other/"))
+        elif self.tamper == "query" and "limit" in url.params:
+            url = url.copy_set_param("limit", "2")
+        elif self.tamper == "header" and batch:
+            headers["idempotency-key"] = "key-2"
+        elif self.tamper == "content-type" and batch:
+            headers["content-type"] = "application/json; charset=utf-8"
+        return super().handle_request(httpx.Request(request.method, url, headers=headers, content=body))
+
+
+def python_signed_requests(url: str, name: str, tamper: str = "") -> list[list[Any]]:
+    """The requests of REQUESTS through the generated client, signed by the
+    httpx recipe (and changed after it when ``tamper`` says so)."""
     from idblocks_client import Client
-    from idblocks_client.api.admin import list_counters, update_counter
+    from idblocks_client.api.admin import create_counter, list_counters, update_counter
     from idblocks_client.api.ids import batch, next_id
-    from idblocks_client.models import BatchRequest, UpdateCounterRequest
+    from idblocks_client.models import BatchRequest, CreateCounterRequest, ErrorBody, UpdateCounterRequest
 
-    with RecordingServer() as server:
-        client = Client(base_url=server.url + STAGE, httpx_args={"auth": SigV4(CREDENTIALS, REGION)})
-        list_counters.sync_detailed(client=client, limit=5, cursor="eyJuYW1lIjogIm9yZGVycyJ9")
-        batch.sync_detailed(NAME, client=client, body=BatchRequest(count=25), idempotency_key="key-1")
-        next_id.sync_detailed(NAME, client=client)
-        update_counter.sync_detailed(NAME, client=client, body=UpdateCounterRequest(next_=7000, cache=5))
-    check_signed_as_botocore_signs(server.received)
+    credentials = Credentials(ACCESS_KEY, SECRET_KEY, TOKEN)
+    httpx_args: dict[str, Any] = {"auth": SigV4(credentials, REGION), "transport": Tampering(tamper, name)}
+    client = Client(base_url=url, httpx_args=httpx_args)
+
+    def seen(response: Any) -> list[Any]:
+        parsed = response.parsed
+        code = parsed.error.code if isinstance(parsed, ErrorBody) else None
+        return [response.status_code, getattr(code, "value", code)]
+
+    answers = [
+        seen(create_counter.sync_detailed(client=client, body=CreateCounterRequest(name=name))),
+        seen(create_counter.sync_detailed(client=client, body=CreateCounterRequest(name=f"{name}-2"))),
+    ]
+    listing = list_counters.sync_detailed(client=client, limit=1)
+    answers.append(seen(listing))
+    cursor = getattr(listing.parsed, "cursor", None) or "none"
+    answers.append(seen(list_counters.sync_detailed(client=client, limit=1, cursor=cursor)))
+    answers.append(
+        seen(batch.sync_detailed(name, client=client, body=BatchRequest(count=25), idempotency_key="key-1"))
+    )
+    answers.append(seen(next_id.sync_detailed(name, client=client)))
+    answers.append(
+        seen(
+            update_counter.sync_detailed(name, client=client, body=UpdateCounterRequest(next_=7000, cache=5))
+        )
+    )
+    return answers
+
+
+@pytest.mark.parametrize("tamper", ["", *TAMPERED], ids=["as signed", *(f"{t} changed" for t in TAMPERED)])
+def test_the_httpx_auth_recipe_is_taken_by_a_sigv4_verifier_and_a_change_after_it_is_not(
+    generated_python, verifier, tamper
+):
+    name = f"py-signed-{tamper or 'as-signed'}"
+    assert python_signed_requests(verifier.url, name, tamper) == expected_answers(tamper)
 
 
 @needs_api_tools
-def test_the_fetch_middleware_recipe_signs_as_botocore(compiled_typescript):
-    credentials = {
-        "AWS_ACCESS_KEY_ID": CREDENTIALS.access_key,
-        "AWS_SECRET_ACCESS_KEY": CREDENTIALS.secret_key,
-        "AWS_SESSION_TOKEN": CREDENTIALS.token,
-        "AWS_REGION": REGION,
-    }
-    with RecordingServer() as server:
-        run(
-            ["node", compiled_typescript / "signed-requests.js"],
-            env={"IDBLOCKS_URL": server.url + STAGE} | credentials,
-        )
-    check_signed_as_botocore_signs(server.received)
+@pytest.mark.parametrize("tamper", ["", *TAMPERED], ids=["as signed", *(f"{t} changed" for t in TAMPERED)])
+def test_the_fetch_middleware_recipe_is_taken_by_a_sigv4_verifier_and_a_change_after_it_is_not(
+    compiled_typescript, verifier, tamper
+):
+    name = f"ts-signed-{tamper or 'as-signed'}"
+    output = run(
+        ["node", compiled_typescript / "signed-requests.js"],
+        env=SESSION_ENV | {"IDBLOCKS_URL": verifier.url, "IDBLOCKS_NAME": name, "IDBLOCKS_TAMPER": tamper},
+    )
+    assert json.loads(output.strip().splitlines()[-1]) == expected_answers(tamper)
 
 
 def test_the_other_languages_page_shows_the_code_these_tests_run():

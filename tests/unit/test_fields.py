@@ -50,6 +50,10 @@ TEXTS = [
     "!~", "x" * 128, "x" * 129, "orders\n", "k\n", "\norders", "5",
 ]  # fmt: skip
 VALUES = [*NUMBERS, *TEXTS, None, [], [1], {}]
+# Taken by the API though the document's int64 stops below it, as the field's
+# description says: PUT's next of 2^63, max + 1 of a counter whose max is
+# 2^63-1. Nothing else may differ.
+BEYOND_THE_DOCUMENT = {("next", "body", 2**63)}
 
 
 def _ecma_pattern(validator, pattern, instance, schema):
@@ -119,7 +123,13 @@ def test_the_document_takes_a_value_exactly_when_the_domain_check_does(name, whe
             if not isinstance(value, str) or (where == "path" and value == ""):
                 continue  # API Gateway routes no empty segment
             as_read = value
-        assert validator.is_valid(value) == accepted(check, as_read), (name, value)
+        documented = validator.is_valid(value)
+        if type(value) is int and (name, where, value) in BEYOND_THE_DOCUMENT:
+            assert not documented, (name, value)
+            assert accepted(check, as_read), (name, value)
+            assert str(value) in schema["description"], schema["description"]
+            continue
+        assert documented == accepted(check, as_read), (name, value)
 
 
 def test_every_documented_field_is_declared_with_a_catalogued_code():

@@ -52,9 +52,13 @@ CACHE = Field(
     "one write per that many IDs. 1 (the default) is a write per ID. Above 1, IDs from next are "
     "unique but increase only per environment, and unused cached IDs become gaps (docs/guarantees.md).",
 )
+# Documented as an int64 (a 64-bit field in generated clients); the API also
+# takes 2^63, max + 1 of a counter whose max is 2^63-1 (rules.check_next).
 NEXT = Field(
     "next",
     "body",
-    _integer(1, rules.LIMIT_MAX_ID + 1),
-    "The next ID to hand out; may only move forward, and at most max + 1. A body gives next, cache or both.",
+    _ID,
+    "The next ID to hand out; may only move forward, and at most max + 1, which exhausts the counter. "
+    "A body gives next, cache or both. The API also takes 2^63 (9223372036854775808), one past this "
+    "maximum: it is max + 1 of a counter whose max is 2^63-1, and exhausts that counter.",
 )

@@ -233,10 +233,22 @@ _CATALOGUE = (
         "throttled",
         429,
         "A method's request rate (ThrottlingRateLimit applies to each method of the stage) was "
-        "exceeded; with API keys, the client key's rate or daily quota.",
+        "exceeded; with API keys, the client key's rate (its daily quota is quota_exceeded).",
         "yes",
         "Retry with jittered exponential backoff (the client does); ask for bigger blocks to need "
         "fewer requests.",
+        "gateway",
+    ),
+    ErrorCode(
+        "quota_exceeded",
+        429,
+        "ClientAuth API_KEY: this client key has made all the requests the usage plan allows it a day "
+        "(UsageQuotaPerDay); API Gateway refuses its requests until the quota's day is over and it "
+        "resets. The response carries Retry-After: 600, which spaces retries without saying when "
+        f"the quota resets. {_NOT_CHANGED}",
+        "no",
+        "Do not retry in a loop: wait for the quota to reset, or have the operator raise "
+        "UsageQuotaPerDay; ask for bigger blocks to need fewer requests a day.",
         "gateway",
     ),
     ErrorCode(
