@@ -98,9 +98,10 @@ class Template:
             module, handler = props["Handler"].rsplit(".", 1)
             # Only the stack's own layers run locally: a layer given by ARN
             # (the OpenTelemetry one) is AWS's, and left out when not chosen.
+            # SAM puts Globals' layers before the function's own.
             layers = [
                 layer
-                for layer in map(self._taken, props.get("Layers", globals_.get("Layers", [])))
+                for layer in map(self._taken, [*globals_.get("Layers", []), *props.get("Layers", [])])
                 if isinstance(layer, dict) and layer.get("Ref") in self.resources
             ]
             timeout = props.get("Timeout", globals_.get("Timeout", 3))

@@ -26,6 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 STORE = "layers/core/idblocks_core/dal/counter_store.py"
 NEXT_CACHE = "layers/core/idblocks_core/logic/next_cache.py"
 SAR = "scripts/sar_template.py"
+# Each function's own Timeout, and the comment before batch's and admin's.
+TIMEOUT = "      Timeout: !Ref FunctionTimeout\n"
+AS_NEXT = "      # What the parameters set: as NextFunction's, which says why it is here.\n"
 
 
 @dataclass(frozen=True)
@@ -329,11 +332,35 @@ MUTANTS = [
         "_decide(if_false if fixed[name] else if_true,",
         ("tests/infra/test_sar_template.py::test_the_published_template_deploys_what_template_yaml_deploys",),
     ),
+    Mutant(
+        "timeout-in-globals",
+        "FunctionTimeout back in Globals, where SAM names each version alike whatever the parameter's value",
+        "template.yaml",
+        "    MemorySize: 512\n",
+        "    MemorySize: 512\n    Timeout: !Ref FunctionTimeout\n",
+        ("tests/infra/test_versions_template.py",),
+    ),
+    *(
+        Mutant(
+            f"timeout-in-globals-{function}",
+            "(its companion: the function's own Timeout goes)",
+            "template.yaml",
+            before + TIMEOUT,
+            before,
+            (),
+        )
+        for function, before in [
+            ("next", "      # to answer (a 503) before it runs out.\n"),
+            ("batch", "      CodeUri: functions/batch/\n      Handler: app.lambda_handler\n" + AS_NEXT),
+            ("admin", "      CodeUri: functions/admin/\n      Handler: app.lambda_handler\n" + AS_NEXT),
+        ]
+    ),
 ]
 # Mutants that only make sense together.
 TOGETHER = {
     "read-then-write": ["read-then-write-values"],
     "revive-below-mark": ["revive-below-mark-store"],
+    "timeout-in-globals": [f"timeout-in-globals-{function}" for function in ("next", "batch", "admin")],
 }
 
 

@@ -12,9 +12,11 @@ from tests.support.sam import translate
 
 
 def test_sam_local_env_vars_override_only_variables_the_template_declares(template):
-    # `sam local start-api --env-vars` ignores names the template does not declare
+    # `sam local start-api --env-vars` ignores names the template does not
+    # declare; its "Parameters" are for every function
     env = json.loads((ROOT / "devserver" / "env.json").read_text())
-    declared = set(template.raw["Globals"]["Function"]["Environment"]["Variables"])
+    functions = template.of_type("AWS::Serverless::Function")
+    declared = set.intersection(*(set(template.environment(name, TABLE_NAMES)) for name in functions))
     assert set(env["Parameters"]) <= declared
     assert env["Parameters"]["COUNTERS_TABLE"] == TABLE_NAMES["CountersTable"]
     assert env["Parameters"]["IDEMPOTENCY_TABLE"] == TABLE_NAMES["IdempotencyTable"]

@@ -124,17 +124,21 @@ def test_functions_run_python313_arm64_with_the_layer_and_tracing(template):
     globals_ = template.raw["Globals"]["Function"]
     assert globals_["Runtime"] == "python3.13"
     assert globals_["Architectures"] == ["arm64"]
-    assert globals_["Tracing"] == {"Ref": "Tracing"}
     assert template.parameters["Tracing"] == "Active"
-    # the OpenTelemetry layer only when asked for (tests/infra/test_tracing_template.py)
-    assert globals_["Layers"] == [
-        {"Fn::If": ["OpenTelemetryOn", {"Ref": "OpenTelemetryLayerArn"}, {"Ref": "AWS::NoValue"}]},
-        {"Ref": "CoreLayer"},
-    ]
     env = globals_["Environment"]["Variables"]
-    assert {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE", "POWERTOOLS_LOG_LEVEL"} <= set(env)
+    assert {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE"} <= set(env)
     for fn in template.of_type("AWS::Serverless::Function").values():
-        assert not {"Runtime", "Layers", "Architectures"} & set(fn["Properties"]), "set once, in Globals"
+        props = fn["Properties"]
+        assert not {"Runtime", "Architectures"} & set(props), "set once, in Globals"
+        # Per function, where the parameters' values reach the version's name
+        # (tests/infra/test_versions_template.py).
+        assert props["Tracing"] == {"Ref": "Tracing"}
+        # the OpenTelemetry layer only when asked for (tests/infra/test_tracing_template.py)
+        assert props["Layers"] == [
+            {"Fn::If": ["OpenTelemetryOn", {"Ref": "OpenTelemetryLayerArn"}, {"Ref": "AWS::NoValue"}]},
+            {"Ref": "CoreLayer"},
+        ]
+        assert props["Environment"]["Variables"]["POWERTOOLS_LOG_LEVEL"] == {"Ref": "LogLevel"}
 
 
 def test_the_layer_is_built_by_sam_for_python313(template):
@@ -170,10 +174,11 @@ def test_idempotency_table_expires_records(template):
 
 
 def test_parameters_reach_the_functions(template):
-    env = template.raw["Globals"]["Function"]["Environment"]["Variables"]
-    assert env["AUTO_CREATE_COUNTERS"] == {"Ref": "AutoCreateCounters"}
-    assert env["MAX_BATCH_SIZE"] == {"Ref": "MaxBatchSize"}
-    assert env["POWERTOOLS_LOG_LEVEL"] == {"Ref": "LogLevel"}
+    for fn in template.of_type("AWS::Serverless::Function").values():
+        env = fn["Properties"]["Environment"]["Variables"]
+        assert env["AUTO_CREATE_COUNTERS"] == {"Ref": "AutoCreateCounters"}
+        assert env["MAX_BATCH_SIZE"] == {"Ref": "MaxBatchSize"}
+        assert env["POWERTOOLS_LOG_LEVEL"] == {"Ref": "LogLevel"}
     params = template.raw["Parameters"]
     assert (
         params["AutoCreateCounters"]["Default"] == "false"

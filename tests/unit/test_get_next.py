@@ -41,7 +41,7 @@ def test_get_next_turned_off_refuses_before_looking_at_the_key(api, lambda_env, 
 def test_the_template_passes_the_switch_to_the_functions(template):
     spec = template.raw["Parameters"]["AllowGetNext"]
     assert spec["AllowedValues"] == ["true", "false"]
-    env = template.raw["Globals"]["Function"]["Environment"]["Variables"]
+    env = template.resources["NextFunction"]["Properties"]["Environment"]["Variables"]
     assert env["ALLOW_GET_NEXT"] == {"Ref": "AllowGetNext"}
 
 
