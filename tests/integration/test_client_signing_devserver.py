@@ -20,13 +20,12 @@ from pathlib import Path
 import botocore.session
 import pytest
 
-from devserver.process import DevServer
 from idblocks import AsyncSequence, AuthError, HttpBackend, IamAuth, Sequence
 from idblocks.async_backend import AsyncHttpBackend
 from idblocks.cli import main as cli_main
 from localrun.environment import scrubbed_environment
 from localrun.template import ROOT
-from tests.support.signing import ACCESS_KEY, REGION, SECRET_KEY, SERVER_ENV, skewed
+from tests.support.signing import ACCESS_KEY, REGION, SECRET_KEY, SERVER_ENV, iam_dev_server, skewed
 
 EVERY_CHARACTER = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
 
@@ -41,10 +40,7 @@ NODE_TESTS = ROOT / "client-node" / "dist" / "test" / "devserver" / "signing.tes
 
 @pytest.fixture(scope="module")
 def iam(tmp_path_factory):
-    state = tmp_path_factory.mktemp("signing") / "state.json"
-    with DevServer(
-        "--fresh", "--parameter", "ClientAuth=AWS_IAM", state_file=state, env=SERVER_ENV
-    ) as server:
+    with iam_dev_server(tmp_path_factory.mktemp("signing") / "state.json") as server:
         yield server
 
 

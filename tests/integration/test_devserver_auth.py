@@ -17,7 +17,17 @@ import pytest
 import requests
 
 from devserver.process import DevServer, run_devserver
-from tests.support.signing import ACCESS_KEY, REGION, SERVER_ENV, SESSION_ENV, TOKEN, send, sign, skewed
+from tests.support.signing import (
+    ACCESS_KEY,
+    REGION,
+    SERVER_ENV,
+    SESSION_ENV,
+    TOKEN,
+    iam_dev_server,
+    send,
+    sign,
+    skewed,
+)
 from tests.support.waiting import wait_until
 
 JSON = b'{"count": 3}'
@@ -25,10 +35,7 @@ JSON = b'{"count": 3}'
 
 @pytest.fixture(scope="module")
 def iam(tmp_path_factory):
-    state = tmp_path_factory.mktemp("iam") / "state.json"
-    with DevServer(
-        "--fresh", "--parameter", "ClientAuth=AWS_IAM", state_file=state, env=SERVER_ENV
-    ) as server:
+    with iam_dev_server(tmp_path_factory.mktemp("iam") / "state.json") as server:
         yield server
 
 

@@ -43,7 +43,7 @@ from examples.sigv4_httpx import SigV4
 from localrun.environment import scrubbed_environment
 from localrun.template import ROOT
 from tests.support.proxy import LossyProxy
-from tests.support.signing import ACCESS_KEY, REGION, SECRET_KEY, SESSION_ENV, TOKEN
+from tests.support.signing import ACCESS_KEY, REGION, SECRET_KEY, SESSION_ENV, TOKEN, iam_dev_server
 
 DOCUMENT = ROOT / "docs" / "openapi.json"
 API_TOOLS = ROOT / "api-tools"
@@ -292,10 +292,7 @@ TAMPERED = {
 def verifier(tmp_path_factory) -> Iterator[DevServer]:
     """The dev server checking SigV4 as API Gateway does (ClientAuth
     AWS_IAM), with temporary credentials: a session token must be signed too."""
-    state = tmp_path_factory.mktemp("verifier") / "state.json"
-    with DevServer(
-        "--fresh", "--parameter", "ClientAuth=AWS_IAM", state_file=state, env=SESSION_ENV
-    ) as server:
+    with iam_dev_server(tmp_path_factory.mktemp("verifier") / "state.json", SESSION_ENV) as server:
         yield server
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from unittest import mock
 from urllib.parse import urlsplit
 
@@ -13,6 +14,8 @@ import requests
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
+
+from devserver.process import DevServer
 
 ACCESS_KEY = "AKIADEVSERVERTEST01"
 SECRET_KEY = "dev-server-test-secret/with+odd=characters"
@@ -23,6 +26,12 @@ TOKEN = "dev-server-test-session-token"
 SERVER_ENV = {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_REGION": REGION}
 # Temporary credentials: the same pair with a session token.
 SESSION_ENV = SERVER_ENV | {"AWS_SESSION_TOKEN": TOKEN}
+
+
+def iam_dev_server(state_file: Path, env: dict[str, str] = SERVER_ENV) -> DevServer:
+    """A fresh dev server that checks SigV4 as API Gateway does
+    (ClientAuth AWS_IAM), against the credentials in ``env``."""
+    return DevServer("--fresh", "--parameter", "ClientAuth=AWS_IAM", state_file=state_file, env=env)
 
 
 def skewed(minutes: float) -> contextlib.AbstractContextManager[object]:
