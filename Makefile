@@ -88,8 +88,12 @@ $(CHECKOV_VENV)/.installed: requirements/checkov.txt requirements/checkov-lock.t
 dev: venv  ## Run the API on http://127.0.0.1:3000 (DEV_ARGS="--port 3001 --fresh" ...)
 	python -m devserver $(DEV_ARGS)
 
+# The suites over every core, a test file per worker at a time (pytest-xdist,
+# --dist loadfile): a file's module-wide servers and fixtures are made once,
+# and its tests run in order, as they do alone. Every test keeps to its own
+# ports and files, and none asserts on the machine's speed.
 test: lint security build docs node-test api-tools iam-simulator  ## Everything CI runs: lint, security scan, sam build, the docs site, the test suites (Node's too)
-	IDBLOCKS_REQUIRE_BUILD=1 python -m pytest
+	IDBLOCKS_REQUIRE_BUILD=1 python -m pytest -n auto --dist loadfile
 
 test-long: venv build api-tools iam-simulator  ## The test suites with the concurrency proof twenty times longer (pytest --long)
 	IDBLOCKS_REQUIRE_BUILD=1 python -m pytest --long

@@ -123,17 +123,26 @@ def run_lines(child_args: list[str], cwd: Path, env: dict[str, str] | None = Non
     return out.stdout.strip().splitlines()
 
 
-def local_layer() -> Path:
-    """The layer's contents for this machine's architecture."""
-    requirements = ROOT / "layers" / "core" / "requirements.txt"
+def _installed(name: str, requirements: Path, *, compiled: bool = False) -> Path:
+    """``requirements`` installed for this machine under bench/.cache, once
+    per version of the file (``compiled``: with their bytecode, as a layer
+    ships it)."""
     digest = hashlib.sha256(requirements.read_bytes()).hexdigest()[:12]
-    target = ROOT / "bench" / ".cache" / f"layer-{platform.machine()}-{digest}" / "python"
+    target = ROOT / "bench" / ".cache" / f"{name}-{platform.machine()}-{digest}" / "python"
     if not target.exists():
         subprocess.run(
             [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
              "-r", str(requirements)],
             check=True,
         )  # fmt: skip
+        if compiled:
+            subprocess.run([sys.executable, "-m", "compileall", "-q", str(target)], check=True)
+    return target
+
+
+def local_layer() -> Path:
+    """The layer's contents for this machine's architecture."""
+    target = _installed("layer", ROOT / "layers" / "core" / "requirements.txt")
     core = target / "idblocks_core"
     shutil.rmtree(core, ignore_errors=True)
     shutil.copytree(BUILD / "CoreLayer" / "python" / "idblocks_core", core)
@@ -293,16 +302,7 @@ OPENTELEMETRY_ENABLED = {"botocore", "urllib", "urllib3"}
 def opentelemetry_layer() -> Path:
     """What AWS's OpenTelemetry layer puts in /opt/python, installed for
     this machine from bench/opentelemetry-layer.txt (bench only)."""
-    digest = hashlib.sha256(OPENTELEMETRY_REQUIREMENTS.read_bytes()).hexdigest()[:12]
-    target = ROOT / "bench" / ".cache" / f"opentelemetry-{platform.machine()}-{digest}" / "python"
-    if not target.exists():
-        subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
-             "-r", str(OPENTELEMETRY_REQUIREMENTS)],
-            check=True,
-        )  # fmt: skip
-        subprocess.run([sys.executable, "-m", "compileall", "-q", str(target)], check=True)
-    return target
+    return _installed("opentelemetry", OPENTELEMETRY_REQUIREMENTS, compiled=True)
 
 
 def opentelemetry_environment(layer_dir: Path) -> dict[str, str]:
