@@ -14,7 +14,7 @@ import requests
 
 from idblocks import HttpBackend, RetryPolicy, Sequence
 from tests.support.cluster import cluster, hammer
-from tests.support.ledger import check_ranges
+from tests.support.ledger import check_ranges, logged_gaps
 
 # Rates are far above anything DynamoDB shows, to make every path happen in
 # a short run. A lost answer to the idempotency record's PutItem costs that
@@ -107,6 +107,33 @@ def test_lost_dynamodb_answers_cost_nothing_without_a_key(faulty, tmp_path):
     # Without a lost answer the token path never ran and the tiling proves nothing.
     assert faulty.proxy.injected.get("lost", 0) - lost_before > 3, faulty.proxy.injected
     check_ranges(seen["allocations"], {"tokens": faulty.high_water("tokens")}, must_tile=True)
+
+
+def test_every_id_a_lost_answer_costs_is_logged_as_a_possible_gap(faulty, tmp_path):
+    """Unkeyed writers sharing counters while DynamoDB loses the answers to
+    applied writes: a resend that another writer overtook takes a new block,
+    and the lost one's IDs are held by no one. The store cannot know which
+    resends those are, only which attempts went unanswered (a resend whose
+    own answer is lost after it found its token counts too); it logs the most
+    each can have cost as a "possible gap", and every ID missing below a
+    high-water mark is within what was logged."""
+    counters = ["overtaken-a", "overtaken-b"]
+    faulty.proxy.rates, faulty.proxy.max_in_a_row = {"lost": 0.15}, 2
+    try:
+        seen = hammer(
+            faulty.urls, counters, tmp_path,
+            processes=1, seed=5, threads=6, requests=15, key_rate=0.0, repeat_rate=0.0,
+        )  # fmt: skip
+    finally:
+        faulty.proxy.rates, faulty.proxy.max_in_a_row = FAULTS, None
+    assert seen["problems"] == []
+    assert set(seen["statuses"]) == {"200"}
+    gaps = check_ranges(
+        seen["allocations"], {name: faulty.high_water(name) for name in counters}, must_tile=False
+    )
+    assert sum(gaps.values()) > 0, "no resend was overtaken: the test proved nothing"
+    logged = logged_gaps(line for server in faulty.servers for line in server.output)
+    assert {name: min(gaps[name], logged.get(name, 0)) for name in counters} == gaps, logged
 
 
 def test_the_client_rides_through(faulty):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -48,3 +49,15 @@ def check_ranges(
             )
         gaps[counter] = missing
     return gaps
+
+
+def logged_gaps(output: Iterable[str]) -> dict[str, int]:
+    """The IDs the store logged as possibly held by no one, per counter: each
+    "possible gap" line is an allocation write that went unanswered, was
+    retried and took a new block (docs/guarantees.md, "No gaps")."""
+    gaps: dict[str, int] = defaultdict(int)
+    for line in output:
+        if '"possible gap' in line:
+            record = json.loads(line[line.index("{") :])
+            gaps[record["counter"]] += record["ids"]
+    return dict(gaps)

@@ -83,6 +83,7 @@ from idblocks_core.domain.errors import (
 )
 from idblocks_core.domain.model import Block, Counter
 from idblocks_core.domain.rules import check_name, first_in_residue
+from idblocks_core.observability import logger
 
 # What bounds a request is the invocation's deadline, not a count of retries.
 # A keyed request makes three DynamoDB calls, five when it creates the
@@ -252,6 +253,13 @@ def _throttled(exc: Exception) -> bool:
     return isinstance(exc, ClientError) and _error_code(exc) in _THROTTLING_CODES
 
 
+# How many attempts this context sent that may have been applied, though
+# no answer said so: a timeout, a dropped connection or a 5xx (a throttled
+# attempt was refused, so it is not one). Only ever grows; a caller compares
+# it before and after a call (_unanswered_during).
+_UNANSWERED: ContextVar[int] = ContextVar("unanswered_attempts", default=0)
+
+
 def call_dynamodb(client: Any, operation: str, **kwargs: Any) -> dict[str, Any]:
     """One DynamoDB call, retried on throttling (THROTTLED_ATTEMPTS in all),
     5xx and connection errors (MAX_ATTEMPTS) while time is left. Raises the
@@ -264,6 +272,8 @@ def call_dynamodb(client: Any, operation: str, **kwargs: Any) -> dict[str, Any]:
             attempts = THROTTLED_ATTEMPTS if _throttled(exc) else MAX_ATTEMPTS
             if not _transient(exc) or attempt >= attempts:
                 raise
+            if not _throttled(exc):
+                _UNANSWERED.set(_UNANSWERED.get() + 1)
             delay = _backoff(exc, attempt)
             left = seconds_left()
             if left is not None and left - delay < _SHORTEST_ATTEMPT_SECONDS:
@@ -475,6 +485,7 @@ class CounterStore:
         """
         step = self.step
         span = count * step
+        unanswered = _UNANSWERED.get()
         response = self._update(
             Key={"name": _s(name)},
             UpdateExpression=(
@@ -497,8 +508,10 @@ class CounterStore:
             ReturnValues="ALL_NEW",
         )
         if "failed" not in response:
-            return self._taken(response["Attributes"], span)
-        return self._refused_allocation(name, response["failed"], span, token, replay_window)
+            block = self._taken(response["Attributes"], span)
+        else:
+            block = self._refused_allocation(name, response["failed"], span, token, replay_window)
+        return self._noting_gaps(name, block, unanswered)
 
     def reserve_cached_block(self, name: str, token: str, replay_window: timedelta) -> Block:
         """Hand out a block of ``name``'s own cache setting (cache_span / step
@@ -506,6 +519,7 @@ class CounterStore:
         reserve_block. Near max the write is refused: CounterExhausted says
         how many IDs are left, for a smaller block of exactly those."""
         step = self.step
+        unanswered = _UNANSWERED.get()
         response = self._update(
             Key={"name": _s(name)},
             # if_not_exists: an item from before the cache setting takes one ID at a time.
@@ -527,12 +541,32 @@ class CounterStore:
         if "failed" not in response:
             written = response["Attributes"]
             # The write does not change cache_span: what the item shows after it is what it added.
-            return self._taken(written, _cache_span_of(written, step))
+            return self._noting_gaps(name, self._taken(written, _cache_span_of(written, step)), unanswered)
         item = response["failed"]
         # Any admin write in between removes the token, so a replayed write
         # added the cache_span the item still has.
         span = _cache_span_of(item, step) if item else step
-        return self._refused_allocation(name, item, span, token, replay_window)
+        return self._noting_gaps(
+            name, self._refused_allocation(name, item, span, token, replay_window), unanswered
+        )
+
+    def _noting_gaps(self, name: str, block: Block, unanswered: int) -> Block:
+        """``block``, as the write took or found it. Each attempt of that write
+        that went unanswered may have been applied, and if another allocation
+        came in before the next attempt, the token it would be recognised by
+        is gone: its IDs, below ``block``, are then held by no one (the last
+        unanswered attempt of a replayed block is the one replayed). The store
+        cannot tell which; it logs the most they can be, so that every such
+        gap below a counter's high-water mark has a line that explains it."""
+        lost = _UNANSWERED.get() - unanswered - block.replayed
+        if lost > 0:
+            logger.warning(
+                "possible gap: unanswered attempts of this allocation may have taken IDs no one holds",
+                counter=name,
+                ids=lost * block.count,
+                below=block.start,
+            )
+        return block
 
     def _taken(self, written: Mapping[str, Any], span: int) -> Block:
         """The block an allocation that added ``span`` to hwm took, from the
