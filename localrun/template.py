@@ -43,10 +43,6 @@ class RouteAuth:
     api_key: bool
 
 
-# CloudFormation's "leave the property out".
-NO_VALUE = {"Ref": "AWS::NoValue"}
-
-
 class Template:
     def __init__(self, path: Path = TEMPLATE, parameter_overrides: dict[str, str] | None = None) -> None:
         self.path = path
