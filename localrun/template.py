@@ -126,7 +126,7 @@ class Template:
                 props = event["Properties"]
                 api = apis[props["RestApiId"]["Ref"]]["Properties"].get("Auth", {})
                 auth = props.get("Auth", {})
-                authorizer = self._taken(auth.get("Authorizer", api.get("DefaultAuthorizer", "NONE")))
+                authorizer = auth.get("Authorizer", api.get("DefaultAuthorizer", "NONE"))
                 api_key = self._taken(auth.get("ApiKeyRequired", api.get("ApiKeyRequired", False)))
                 found[props["Method"].upper(), props["Path"]] = RouteAuth(
                     sigv4=self._resolve(authorizer, {}) == "AWS_IAM",
@@ -149,17 +149,19 @@ class Template:
         variables = dict(globals_.get("Environment", {}).get("Variables", {}))
         own = self.resources[logical_id]["Properties"].get("Environment", {}).get("Variables", {})
         variables.update(own)
-        return {
-            key: self._resolve(value, physical_names, local=True)
-            for key, value in variables.items()
-            if self._taken(value) != NO_VALUE
-        }
+        found = {}
+        for key, value in variables.items():
+            taken = self._taken(value)
+            if taken != NO_VALUE:
+                found[key] = self._resolve(taken, physical_names, local=True)
+        return found
 
     def _resolve(self, value: Any, physical_names: dict[str, str], *, local: bool = False) -> str:
         """A value as CloudFormation would give it: literals, Refs to
         parameters (their defaults, or the overrides; ``local``: with
         LOCAL_DEFAULTS) and to resources (``physical_names``), and Fn::If on
         the template's Conditions."""
+        value = self._taken(value)
         if isinstance(value, bool):
             return str(value).lower()
         if isinstance(value, str | int | float):
@@ -171,11 +173,6 @@ class Template:
                 return parameters[ref]
             if ref in physical_names:
                 return physical_names[ref]
-        if isinstance(value, dict) and set(value) == {"Fn::If"}:
-            condition, if_true, if_false = value["Fn::If"]
-            return self._resolve(
-                if_true if self.condition(condition) else if_false, physical_names, local=local
-            )
         raise ValueError(f"cannot resolve {value!r} outside AWS; give it a local value")
 
     def condition(self, name: str) -> bool:
