@@ -88,23 +88,22 @@ def supported_types() -> frozenset[str]:
     return frozenset(json.loads(SUPPORTED_LIST.read_text())["types"])
 
 
-def decisions(settings: Mapping[str, str] | None = None) -> dict[str, str]:
-    """DECIDED with a publisher's settings, each one of its parameter's allowed values."""
+def decided_source(settings: Mapping[str, str] | None = None) -> tuple[dict[str, str], Template]:
+    """DECIDED with a publisher's settings, each one of its parameter's
+    allowed values, and template.yaml read with those values."""
     settings = dict(settings or {})
     refused = sorted(set(settings) - set(SETTABLE))
     if refused:
         raise SarTemplateError(f"only {', '.join(SETTABLE)} may be set for a published variant: {refused}")
     decided = DECIDED | settings
     try:
-        Template(parameter_overrides=decided)
+        return decided, Template(parameter_overrides=decided)
     except ValueError as error:  # a value outside the parameter's AllowedValues
         raise SarTemplateError(str(error)) from error
-    return decided
 
 
 def build(settings: Mapping[str, str] | None = None) -> SarTemplate:
-    decided = decisions(settings)
-    source = Template(parameter_overrides=decided)
+    decided, source = decided_source(settings)
     template = copy.deepcopy(source.raw)
     _take_serverless_transform_only(template)
     _decide_parameters(template, source, decided)
