@@ -12,6 +12,7 @@ tests/integration/test_devserver_sam_contract.py fails if an upgrade moves what 
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import logging
@@ -39,7 +40,7 @@ from samcli.local.lambdafn.exceptions import FunctionNotFound
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from devserver.gateway import Gateway, Stamp, received_from
-from devserver.sigv4 import Refused
+from devserver.sigv4 import ERROR_TYPES, Refused
 from localrun.invoke import LocalContext, load_handler
 from localrun.template import ROOT, FunctionSpec, default_template
 
@@ -169,27 +170,28 @@ _GATEWAY_STATUS = dict.fromkeys(
 )
 
 
-def gateway_answer(kind: str) -> Callable[[], Response]:
+@functools.cache
+def gateway_answer(kind: str) -> tuple[int, dict[str, Any], dict[str, str]]:
     """API Gateway's own answer of one response type, as template.yaml's
-    GatewayResponses word it, so the dev server cannot drift from it: a
-    maker of fresh responses (a response object is not shared between
-    requests, which run in threads)."""
+    GatewayResponses word it, so the dev server cannot drift from it: its
+    status, body and headers, read once per kind and shared, so never
+    changed in place (refusal() makes each request a response of its own,
+    as requests run in threads)."""
     spec = default_template().raw["Resources"]["Api"]["Properties"]["GatewayResponses"][kind]
-    body = spec["ResponseTemplates"]["application/json"]
-    json.loads(body)  # a template with $context variables would need API Gateway to fill it
+    # Parsed here: a template with $context variables would need API Gateway to fill it.
+    body = json.loads(spec["ResponseTemplates"]["application/json"])
     headers = {name: value.strip("'") for name, value in spec["ResponseParameters"]["Headers"].items()}
     status = int(spec.get("StatusCode", _GATEWAY_STATUS[kind]))
-    return lambda: Response(body, status=status, mimetype="application/json", headers=headers)
+    return status, body, headers
 
 
 def refusal(kind: str, message: str, error_type: str) -> Response:
     """API Gateway's answer of response type ``kind`` (its status, code and
     headers, as template.yaml words them), with ``message``: the reason,
     and what to do about it here."""
-    answer = gateway_answer(kind)()
-    body = json.loads(answer.get_data())
-    body["error"]["message"] = message
-    answer.set_data(json.dumps(body))
+    status, body, headers = gateway_answer(kind)
+    worded = body | {"error": body["error"] | {"message": message}}
+    answer = Response(json.dumps(worded), status=status, mimetype="application/json", headers=headers)
     answer.headers["x-amzn-ErrorType"] = error_type
     return answer
 
@@ -215,7 +217,7 @@ def unknown_route(api: Api, method: str, path: str) -> Response:
         f"no route {method} {path} on this dev server: {hint}, or /openapi.json "
         "(a deployed API answers this 403 to an unsigned request too)"
     )
-    return refusal("MISSING_AUTHENTICATION_TOKEN", message, "MissingAuthenticationTokenException")
+    return refusal("MISSING_AUTHENTICATION_TOKEN", message, ERROR_TYPES["MISSING_AUTHENTICATION_TOKEN"])
 
 
 def _matches(template: str, path: str) -> bool:
