@@ -260,15 +260,8 @@ def gateway_for(
     if not client_auth:
         return Gateway()
     credentials = found_credentials(environ) or made_credentials()
-    if client_auth == "API_KEY" and not api_keys:
-        api_keys = [made_api_key()]
-    return Gateway(
-        client_auth,
-        routes,
-        credentials,
-        list(api_keys) if client_auth == "API_KEY" else [],
-        region or region_of(environ),
-    )
+    keys = (list(api_keys) or [made_api_key()]) if client_auth == "API_KEY" else []
+    return Gateway(client_auth, routes, credentials, keys, region or region_of(environ))
 
 
 def received_from(environ: Mapping[str, Any], headers: Sequence[tuple[str, str]], body: bytes) -> Received:
