@@ -151,7 +151,7 @@ def verify(request: Received, keys: Mapping[str, Key], region: str, now: datetim
     if not given:
         raise Refused("MISSING_AUTHENTICATION_TOKEN", "Missing Authentication Token")
     auth = parse_authorization(given[0])
-    stamp = _timestamp(request)
+    stamp, signed_at = _timestamp(request)
     if "host" not in auth.signed_headers:
         raise incomplete("'Host' or ':authority' must be a 'SignedHeader' in the AWS Authorization.")
     if auth.date != stamp[:8]:
@@ -167,7 +167,7 @@ def verify(request: Received, keys: Mapping[str, Key], region: str, now: datetim
         raise invalid(f"Credential should be scoped to correct service: '{SERVICE}', not '{auth.service}'")
     if auth.terminator != TERMINATOR:
         raise invalid(f"Credential should be scoped with a valid terminator: '{TERMINATOR}'")
-    _within_window(stamp, now)
+    _within_window(stamp, signed_at, now)
     key = keys.get(auth.access_key)
     token = request.header("x-amz-security-token")
     if key is None or not _same(token[0] if token else None, key.token):
@@ -179,23 +179,23 @@ def verify(request: Received, keys: Mapping[str, Key], region: str, now: datetim
     return key
 
 
-def _timestamp(request: Received) -> str:
+def _timestamp(request: Received) -> tuple[str, datetime]:
+    """X-Amz-Date as sent, and the time it names."""
     stamps = request.header("x-amz-date")
     if not stamps:
         raise incomplete(
             "Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header."
         )
     try:
-        datetime.strptime(stamps[0], SIGV4_TIMESTAMP)
+        signed = datetime.strptime(stamps[0], SIGV4_TIMESTAMP).replace(tzinfo=UTC)
     except ValueError:
         raise incomplete(
             f"X-Amz-Date must be in the ISO8601 Long Format (YYYYMMDD'T'HHMMSS'Z'): '{stamps[0]}'"
         ) from None
-    return stamps[0]
+    return stamps[0], signed
 
 
-def _within_window(stamp: str, now: datetime) -> None:
-    signed = datetime.strptime(stamp, SIGV4_TIMESTAMP).replace(tzinfo=UTC)
+def _within_window(stamp: str, signed: datetime, now: datetime) -> None:
     text = now.astimezone(UTC).strftime(SIGV4_TIMESTAMP)
     if signed < now - WINDOW:
         earliest = (now - WINDOW).strftime(SIGV4_TIMESTAMP)
