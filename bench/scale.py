@@ -160,6 +160,10 @@ class Model:
     cold_start: Lognormal = Lognormal(0.300, 0.3)
     concurrency: int = CONCURRENCY
     function_timeout: float = FUNCTION_TIMEOUT
+    # The store's retry of a throttled write: attempts in all, and the
+    # backoff's base (as idblocks_core.dal.counter_store has them).
+    throttled_attempts: int = THROTTLED_ATTEMPTS
+    throttle_backoff_base: float = THROTTLING_BACKOFF_BASE_SECONDS
     next_rate: float = NEXT_RATE
     block_rate: float = BLOCK_RATE
     # Block clients: thousands of them joining at once take a minute or more
@@ -452,10 +456,10 @@ class Service:
         stats.last_throttled = now
         if counted:
             stats.write_attempts_throttled += 1
-        backoff = self.rng.uniform(0, THROTTLING_BACKOFF_BASE_SECONDS * 2 ** (attempt - 1))
+        backoff = self.rng.uniform(0, self.model.throttle_backoff_base * 2 ** (attempt - 1))
         left = request.invoked + self.model.function_timeout - RESPONSE_MARGIN_SECONDS - (now + latency)
         if (
-            attempt == THROTTLED_ATTEMPTS
+            attempt == self.model.throttled_attempts
             or left - backoff < CONNECT_TIMEOUT_SECONDS + MIN_READ_TIMEOUT_SECONDS
         ):
             self._finish(request, UNAVAILABLE, now + latency)
@@ -804,8 +808,8 @@ def model_facts(model: Model) -> dict[str, Any]:
         "model.function_timeout_s": model.function_timeout,
         "model.next_rate_per_client": model.next_rate,
         "model.block_rate_per_client": model.block_rate,
-        "model.service_attempts": THROTTLED_ATTEMPTS,
-        "model.service_throttle_backoff_base_s": THROTTLING_BACKOFF_BASE_SECONDS,
+        "model.service_attempts": model.throttled_attempts,
+        "model.service_throttle_backoff_base_s": model.throttle_backoff_base,
         "model.retry_after_s": RETRY_AFTER,
         "model.client_attempts": model.retry.attempts,
         "model.client_deadline_s": model.retry.deadline,
