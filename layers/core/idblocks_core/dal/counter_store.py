@@ -256,7 +256,7 @@ def _throttled(exc: Exception) -> bool:
 # How many attempts this context sent that may have been applied, though
 # no answer said so: a timeout, a dropped connection or a 5xx (a throttled
 # attempt was refused, so it is not one). Only ever grows; a caller compares
-# it before and after a call (_unanswered_during).
+# it before and after a call (_noting_gaps).
 _UNANSWERED: ContextVar[int] = ContextVar("unanswered_attempts", default=0)
 
 
@@ -541,14 +541,14 @@ class CounterStore:
         if "failed" not in response:
             written = response["Attributes"]
             # The write does not change cache_span: what the item shows after it is what it added.
-            return self._noting_gaps(name, self._taken(written, _cache_span_of(written, step)), unanswered)
-        item = response["failed"]
-        # Any admin write in between removes the token, so a replayed write
-        # added the cache_span the item still has.
-        span = _cache_span_of(item, step) if item else step
-        return self._noting_gaps(
-            name, self._refused_allocation(name, item, span, token, replay_window), unanswered
-        )
+            block = self._taken(written, _cache_span_of(written, step))
+        else:
+            item = response["failed"]
+            # Any admin write in between removes the token, so a replayed write
+            # added the cache_span the item still has.
+            span = _cache_span_of(item, step) if item else step
+            block = self._refused_allocation(name, item, span, token, replay_window)
+        return self._noting_gaps(name, block, unanswered)
 
     def _noting_gaps(self, name: str, block: Block, unanswered: int) -> Block:
         """``block``, as the write took or found it. Each attempt of that write
