@@ -244,8 +244,8 @@ def _transient(exc: Exception) -> bool:
     return isinstance(exc, BotoConnectionError | HTTPClientError)
 
 
-def _backoff(exc: Exception, retry: int) -> float:
-    base = THROTTLING_BACKOFF_BASE_SECONDS if _throttled(exc) else BACKOFF_BASE_SECONDS
+def _backoff(throttled: bool, retry: int) -> float:
+    base = THROTTLING_BACKOFF_BASE_SECONDS if throttled else BACKOFF_BASE_SECONDS
     return _JITTER.uniform(0, base * 2 ** (retry - 1))
 
 
@@ -269,12 +269,13 @@ def call_dynamodb(client: Any, operation: str, **kwargs: Any) -> dict[str, Any]:
             response: dict[str, Any] = getattr(client, operation)(**kwargs)  # the client is untyped
             return response
         except (ClientError, BotoCoreError) as exc:
-            attempts = THROTTLED_ATTEMPTS if _throttled(exc) else MAX_ATTEMPTS
+            throttled = _throttled(exc)
+            attempts = THROTTLED_ATTEMPTS if throttled else MAX_ATTEMPTS
             if not _transient(exc) or attempt >= attempts:
                 raise
-            if not _throttled(exc):
+            if not throttled:
                 _UNANSWERED.set(_UNANSWERED.get() + 1)
-            delay = _backoff(exc, attempt)
+            delay = _backoff(throttled, attempt)
             left = seconds_left()
             if left is not None and left - delay < _SHORTEST_ATTEMPT_SECONDS:
                 raise
