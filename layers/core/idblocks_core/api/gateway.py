@@ -288,12 +288,12 @@ def _from_this_stage(event: dict[str, Any]) -> bool:
     an event that does not is logged with what it claimed, and refused."""
     claimed = event.get("requestContext") if isinstance(event, dict) else None
     context: dict[str, Any] = claimed if isinstance(claimed, dict) else {}
-    claimed = context.get("identity")
-    identity: dict[str, Any] = claimed if isinstance(claimed, dict) else {}
     stage, api_id = context.get("stage"), context.get("apiId")
     expected = core().settings.api_stage
     if stage == expected and isinstance(api_id, str) and api_id:
         return True
+    claimed = context.get("identity")
+    identity: dict[str, Any] = claimed if isinstance(claimed, dict) else {}
     logger.warning(
         "event refused: not from this API stage",
         # repr, cut short: what an event claims is anything its writer chose
