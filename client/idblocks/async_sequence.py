@@ -52,7 +52,6 @@ import weakref
 from types import TracebackType
 
 from idblocks.block import AsyncBackend, Block
-from idblocks.errors import ServiceUnavailable
 from idblocks.policy import CLOSE_TIMEOUT, BlockHolder, _Request, check_seconds
 
 __all__ = ["WAKE_BATCH", "AsyncBackend", "AsyncSequence"]
@@ -165,9 +164,6 @@ class AsyncSequence(BlockHolder[AsyncBackend]):
         except TimeoutError:
             if wake_at == deadline:
                 raise self._too_long() from None
-
-    def _too_long(self) -> ServiceUnavailable:
-        return ServiceUnavailable(f"no block for '{self.counter}' within {self.wait_timeout} s")
 
     # -- the network -----------------------------------------------------------------
 

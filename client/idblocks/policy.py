@@ -170,6 +170,9 @@ class BlockHolder(HeldIds, Generic[B]):
         if self._closed:
             raise SequenceClosed(f"{type(self).__name__}('{self.counter}') is closed")
 
+    def _too_long(self) -> ServiceUnavailable:
+        return ServiceUnavailable(f"no block for '{self.counter}' within {self.wait_timeout} s")
+
     def _hold_nothing(self) -> None:
         """At the start, and in a forked child."""
         super()._hold_nothing()

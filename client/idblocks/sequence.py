@@ -43,7 +43,6 @@ import weakref
 from types import TracebackType
 
 from idblocks.block import Backend, Block
-from idblocks.errors import ServiceUnavailable
 
 # The policy both drivers share, importable from here as it always was.
 from idblocks.policy import CLOSE_ATTEMPTS, CLOSE_TIMEOUT, BlockHolder, check_seconds
@@ -235,9 +234,6 @@ class Sequence(BlockHolder[Backend]):
                 raise self._too_long()
             # Until the block on the network lands, or until the service's Retry-After.
             self._wait((deadline if self._fetching else self._resend_at()) - now)
-
-    def _too_long(self) -> ServiceUnavailable:
-        return ServiceUnavailable(f"no block for '{self.counter}' within {self.wait_timeout} s")
 
     # -- fetching ------------------------------------------------------------
 
