@@ -224,7 +224,8 @@ class Sequence(BlockHolder[Backend]):
                 # Nobody is asking, or the last try failed in a way that
                 # asking again may fix: this thread asks.
                 if answered and now >= deadline:
-                    raise self._too_long() from self._failure.error if self._failure else None
+                    assert self._failure is not None  # answered and not returned above: it failed
+                    raise self._too_long() from self._failure.error
                 # Its failure is told at once: nothing held could serve this
                 # thread when it came (nor since, with no answer), and no
                 # other block lands while its own request is out.
