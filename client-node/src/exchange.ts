@@ -14,7 +14,10 @@ import { ServiceUnavailable, errorFor } from "./errors.js";
 import { type Json, errorOf, jsonOf, writeJson } from "./parse.js";
 import { RETRY_STATUSES, type RetryPolicy, SERVER_ERROR, parseRetryAfter } from "./retry.js";
 
-export const USER_AGENT = "idblocks-client-node/0.1";
+// The package's version (package.json), written out: reading package.json at
+// run time would tie the module to where dist/ sits. tests/infra/test_release.py
+// holds the two together.
+export const USER_AGENT = "idblocks-client-node/1.0.0";
 
 /** Where and how requests are sent: what HttpBackend is built with. */
 export interface ExchangeSettings {

@@ -25,7 +25,10 @@ from idblocks.answers import error_of, json_of
 from idblocks.errors import ServiceUnavailable, error_for
 from idblocks.retry import RETRY_STATUSES, SERVER_ERROR, RetryPolicy, parse_retry_after
 
-USER_AGENT = "idblocks-client/0.1"
+# The package's version (client/pyproject.toml), written out rather than read
+# from the installed metadata at import; tests/infra/test_release.py holds
+# the two together.
+USER_AGENT = "idblocks-client/1.0.0"
 
 T = TypeVar("T")
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from idblocks import exchange
 from localrun.template import ROOT, default_template
 from scripts import sar_template
 
@@ -81,13 +82,27 @@ def test_every_package_and_the_sar_application_declare_apache_2():
 # -- one version ------------------------------------------------------------------
 
 
+def agent_version(agent: str, product: str) -> str:
+    named = re.fullmatch(rf"{re.escape(product)}/(?P<version>\S+)", agent)
+    assert named, f"{agent!r} is not {product}/<version>"
+    return named["version"]
+
+
+def node_user_agent() -> str:
+    source = (NODE_DIR / "src" / "exchange.ts").read_text()
+    [agent] = re.findall(r'^export const USER_AGENT = "([^"]*)";$', source, re.MULTILINE)
+    return agent
+
+
 def versions() -> dict[str, str]:
     return {
         "client/pyproject.toml": toml("client/pyproject.toml")["project"]["version"],
+        "client/idblocks/exchange.py, USER_AGENT": agent_version(exchange.USER_AGENT, "idblocks-client"),
         "pyproject.toml": toml("pyproject.toml")["project"]["version"],
         "client-node/package.json": node_package()["version"],
         "client-node/package-lock.json": node_lock()["version"],
         "client-node/package-lock.json, the root package": node_lock()["packages"][""]["version"],
+        "client-node/src/exchange.ts, USER_AGENT": agent_version(node_user_agent(), "idblocks-client-node"),
         "template.yaml, SemanticVersion": str(sar_metadata()["SemanticVersion"]),
         "the template make sar publishes, SemanticVersion": str(
             sar_template.build().template["Metadata"]["AWS::ServerlessRepo::Application"]["SemanticVersion"]
@@ -101,7 +116,7 @@ def versions() -> dict[str, str]:
 
 def test_every_artifact_carries_the_version_of_the_latest_changelog_entry():
     """The clients said 0.1.0 each, the service had no version and there
-    was no changelog."""
+    was no changelog; at 1.0.0 both clients still sent User-Agent .../0.1."""
     found = versions()
     version = found["CHANGELOG.md, the latest release"]
     assert SEMVER.fullmatch(version), version
