@@ -91,7 +91,7 @@ export class ServiceUnavailable extends IdBlocksError {
   readonly capacityRefusals: number;
   readonly retryAfter: number | undefined;
 
-  constructor(message: string, options: { capacityRefusals?: number; retryAfter?: number; cause?: unknown } = {}) {
+  constructor(message: string, options: { capacityRefusals?: number; retryAfter?: number | undefined; cause?: unknown } = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.capacityRefusals = options.capacityRefusals ?? 0;
     this.retryAfter = options.retryAfter;

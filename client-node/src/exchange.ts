@@ -113,7 +113,7 @@ export async function exchange(
   }
   throw new ServiceUnavailable(
     `${method} ${path} failed after ${Math.min(attempt + 1, policy.attempts)} attempt(s): ${failure}`,
-    retryAfter === undefined ? { capacityRefusals: refusals } : { capacityRefusals: refusals, retryAfter },
+    { capacityRefusals: refusals, retryAfter },
   );
 }
 

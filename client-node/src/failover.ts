@@ -79,7 +79,7 @@ export class FailoverBackend implements Backend {
     throw new ServiceUnavailable(`every region is unavailable; the last said: ${failure?.message}`, {
       capacityRefusals: refusals,
       cause: failure,
-      ...(pause === undefined ? {} : { retryAfter: pause }),
+      retryAfter: pause,
     });
   }
 }

@@ -350,7 +350,7 @@ test("failover: a region that is unavailable hands over to the next, and the Seq
 
 test("failover: a pause is asked for only if every region asked for one, the shortest", async () => {
   const asking = (retryAfter?: number): Backend => ({
-    allocate: () => Promise.reject(new ServiceUnavailable("503", retryAfter === undefined ? {} : { retryAfter })),
+    allocate: () => Promise.reject(new ServiceUnavailable("503", { retryAfter })),
   });
   const pauseOf = (backends: Backend[]): Promise<unknown> =>
     new FailoverBackend(backends).allocate("x", 1, { idempotencyKey: "k" }).catch((error: unknown) => (error as ServiceUnavailable).retryAfter);
