@@ -1,8 +1,8 @@
-/** What the tests share: a backend that records and scripts its calls, and waiting on a condition. */
+/** What the tests share: a backend that records and scripts its calls, waiting on a condition, and drawing IDs. */
 
 import { setTimeout as sleepFor } from "node:timers/promises";
 
-import type { AllocateOptions, Backend, Block } from "../src/index.js";
+import type { AllocateOptions, Backend, Block, Sequence } from "../src/index.js";
 
 /** Wait until `condition` holds, checking often; fail only after a generous ceiling (never a timing assertion). */
 export async function eventually(condition: () => boolean, what: string, ceilingSeconds = 30): Promise<void> {
@@ -68,4 +68,15 @@ export async function settleAll<T>(promises: Promise<T>[]): Promise<{ values: T[
 
 export function isIncreasing(ids: readonly number[]): boolean {
   return ids.every((id, i) => i === 0 || id > (ids[i - 1] as number));
+}
+
+/** `count` numbers from `start`, `step` apart: the IDs a test expects. */
+export const range = (start: number, count: number, step = 1): number[] =>
+  Array.from({ length: count }, (_, i) => start + i * step);
+
+/** `count` IDs from `seq`, one next() at a time. */
+export async function drawMany(seq: Sequence, count: number): Promise<number[]> {
+  const ids: number[] = [];
+  for (let i = 0; i < count; i++) ids.push(await seq.next());
+  return ids;
 }

@@ -15,17 +15,9 @@ import {
   UnsafeId,
 } from "../../src/index.js";
 import { LOST_RESPONSE, MemoryBackend, THROTTLED, UNAVAILABLE } from "../../src/testing.js";
+import { turn } from "../manual-timers.js";
 import { ModelService } from "../model/service.js";
-import { FailingBackend, RecordingBackend, eventually, isIncreasing, settleAll } from "../support.js";
-
-const range = (start: number, count: number, step = 1): number[] =>
-  Array.from({ length: count }, (_, i) => start + i * step);
-
-async function drawMany(seq: Sequence, count: number): Promise<number[]> {
-  const ids: number[] = [];
-  for (let i = 0; i < count; i++) ids.push(await seq.next());
-  return ids;
-}
+import { FailingBackend, RecordingBackend, drawMany, eventually, isIncreasing, range, settleAll } from "../support.js";
 
 // -- handing out -----------------------------------------------------------------
 
@@ -74,7 +66,7 @@ test("without prefetch a block is asked for only when the last one is used up", 
   const backend = new RecordingBackend(new MemoryBackend());
   const seq = new Sequence(backend, "lazy", { blockSize: 10, prefetch: false });
   await drawMany(seq, 10);
-  await new Promise((resolve) => setImmediate(resolve));
+  await turn();
   assert.equal(backend.calls.length, 1);
   assert.equal(await seq.next(), 11);
   assert.equal(backend.calls.length, 2);
@@ -462,7 +454,6 @@ test("take(n) is served from fetched blocks that continue each other, though no 
   // ServiceUnavailable, their requests' blocks 1..10 and 11..21 come later
   const service = new ModelService(40, 16);
   const seq = new Sequence(service, "stretch", { initialBlock: 20, prefetch: false });
-  const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
   // (each call's outcome caught at once: some fail before the last is made)
   const calls: Promise<PromiseSettledResult<unknown>>[] = [];
   const watch = (call: Promise<unknown>): void => {

@@ -10,15 +10,7 @@ import { CounterExhausted, HttpBackend, RetryPolicy, Sequence, ServiceUnavailabl
 import { MemoryBackend } from "../../src/testing.js";
 import { ManualTimers, turn } from "../manual-timers.js";
 import { StubServer, serviceError } from "../stub-server.js";
-import { RecordingBackend, eventually } from "../support.js";
-
-const range = (start: number, count: number): number[] => Array.from({ length: count }, (_, i) => start + i);
-
-async function drawMany(seq: Sequence, count: number): Promise<number[]> {
-  const ids: number[] = [];
-  for (let i = 0; i < count; i++) ids.push(await seq.next());
-  return ids;
-}
+import { RecordingBackend, drawMany, eventually, range } from "../support.js";
 
 test("no caller is told CounterExhausted while IDs it could be given are held", async () => {
   // Given a counter with 20 IDs, blocks of 10 and then, the rate having
