@@ -63,16 +63,17 @@ export class HeldIds {
   // as they are. limit is #end, or pos while callers wait (nobody jumps the queue).
   pos = 0;
   limit = 0;
-  base = 0; // the run's first ID and step, as numbers
-  step = 1;
-  bigBase = 0n; // and as bigints, with `bigint`
-  bigStep = 1n;
   /** IDs passed over by take(), or in blocks never handed out. */
   skipped = 0;
   /** The smoothed latency of block requests, for the prefetch point. */
   latency: number | null = null;
 
   readonly #options: HeldOptions;
+  readonly #bigint: boolean; // read once: idAt is next()'s hot path
+  #base = 0; // the run's first ID and step, as numbers
+  #step = 1;
+  #bigBase = 0n; // and as bigints, with `bigint`
+  #bigStep = 1n;
   #run: Held | null = null; // the current block, with ready blocks that continued it
   #end = 0; // where the current part ends: #mark, then the run's length
   #mark = 0; // where the next block is requested
@@ -81,11 +82,12 @@ export class HeldIds {
 
   constructor(options: HeldOptions) {
     this.#options = options;
+    this.#bigint = options.bigint;
   }
 
   /** The i-th ID of the run. */
   idAt(i: number): number | bigint {
-    return this.#options.bigint ? this.bigBase + BigInt(i) * this.bigStep : this.base + i * this.step;
+    return this.#bigint ? this.#bigBase + BigInt(i) * this.#bigStep : this.#base + i * this.#step;
   }
 
   /** Whether a fetched block waits to be started (then no prefetch is needed). */
@@ -194,7 +196,7 @@ export class HeldIds {
     } else {
       this.#end = this.#mark;
     }
-    return new IdRange(this.idAt(first), this.#options.bigint ? run.step : Number(run.step), n);
+    return new IdRange(this.idAt(first), this.#bigint ? run.step : Number(run.step), n);
   }
 
   #finishBlock(): void {
@@ -209,10 +211,10 @@ export class HeldIds {
     this.#run = block;
     this.#sized = block.length;
     this.pos = 0;
-    this.base = Number(block.start);
-    this.step = Number(block.step);
-    this.bigBase = block.start;
-    this.bigStep = block.step;
+    this.#base = Number(block.start);
+    this.#step = Number(block.step);
+    this.#bigBase = block.start;
+    this.#bigStep = block.step;
     // The later part is what is left when the next block is requested.
     const split = block.length - prefetchTail(block.length, prefetchAt, sizer.rate, this.latency);
     if (prefetch && split > 0) {
