@@ -8,7 +8,6 @@ import contextlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from unittest import mock
-from urllib.parse import urlsplit
 
 import requests
 from botocore.auth import SigV4Auth
@@ -64,8 +63,3 @@ def send(
     method: str, url: str, body: bytes = b"", headers: dict[str, str] | None = None
 ) -> requests.Response:
     return requests.request(method, url, data=body, headers=headers or {}, timeout=30)
-
-
-def path_of(url: str) -> str:
-    parts = urlsplit(url)
-    return parts.path + (f"?{parts.query}" if parts.query else "")
