@@ -24,7 +24,6 @@ from typing import Any
 
 import pytest
 
-from devserver.process import DevServer
 from localrun.environment import scrubbed_environment
 from localrun.template import ROOT
 
@@ -76,12 +75,6 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in built.values())
     return built
-
-
-@pytest.fixture(scope="module")
-def dev(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    with DevServer("--fresh", state_file=tmp_path_factory.mktemp("dev") / "state.json") as server:
-        yield server
 
 
 def test_the_wheel_carries_the_package_its_types_and_license_and_nothing_else(dist):

@@ -13,19 +13,11 @@ import sys
 from pathlib import Path
 
 import httpx
-import pytest
 
-from devserver.process import DevServer
 from examples import asgi_ids
 from examples.asgi_ids import WAIT_TIMEOUT, create_app
 from localrun.environment import scrubbed_environment
 from localrun.template import ROOT
-
-
-@pytest.fixture(scope="module")
-def dev(tmp_path_factory):
-    with DevServer("--fresh", state_file=tmp_path_factory.mktemp("dev") / "state.json") as server:
-        yield server
 
 
 @contextlib.asynccontextmanager

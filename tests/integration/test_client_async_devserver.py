@@ -8,16 +8,9 @@ import random
 
 import pytest
 
-from devserver.process import DevServer
 from idblocks import AsyncSequence, Conflict, CounterNotFound, HttpBackend, RetryPolicy
 from idblocks.async_backend import AsyncHttpBackend
 from tests.support.proxy import LossyProxy
-
-
-@pytest.fixture(scope="module")
-def dev(tmp_path_factory):
-    with DevServer("--fresh", state_file=tmp_path_factory.mktemp("dev") / "state.json") as server:
-        yield server
 
 
 def next_of(dev, counter):

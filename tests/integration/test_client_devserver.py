@@ -8,18 +8,11 @@ import sys
 
 import pytest
 
-from devserver.process import DevServer
 from idblocks import CounterExhausted, HttpBackend, RetryPolicy, Sequence
 from idblocks.block import Block
 from localrun.environment import scrubbed_environment
 from localrun.template import ROOT
 from tests.support.proxy import LossyProxy
-
-
-@pytest.fixture(scope="module")
-def dev(tmp_path_factory):
-    with DevServer("--fresh", state_file=tmp_path_factory.mktemp("dev") / "state.json") as server:
-        yield server
 
 
 def next_of(dev, counter):

@@ -11,7 +11,6 @@ import subprocess
 
 import pytest
 
-from devserver.process import DevServer
 from localrun.environment import scrubbed_environment
 from localrun.template import ROOT
 from tests.support.proxy import LossyProxy
@@ -23,12 +22,6 @@ pytestmark = pytest.mark.skipif(
     not TESTS.exists() and not os.environ.get("IDBLOCKS_REQUIRE_BUILD"),
     reason="the Node client is not built: make node (make test does)",
 )
-
-
-@pytest.fixture(scope="module")
-def dev(tmp_path_factory):
-    with DevServer("--fresh", state_file=tmp_path_factory.mktemp("dev") / "state.json") as server:
-        yield server
 
 
 def run_node_tests(env: dict[str, str]) -> dict[str, int]:

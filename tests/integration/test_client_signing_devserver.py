@@ -25,7 +25,7 @@ from idblocks.async_backend import AsyncHttpBackend
 from idblocks.cli import main as cli_main
 from localrun.environment import scrubbed_environment
 from localrun.template import ROOT
-from tests.support.signing import ACCESS_KEY, REGION, SECRET_KEY, SERVER_ENV, iam_dev_server, skewed
+from tests.support.signing import ACCESS_KEY, REGION, SECRET_KEY, SERVER_ENV, skewed
 
 EVERY_CHARACTER = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
 
@@ -36,12 +36,6 @@ def names(prefix: str) -> list[str]:
 
 
 NODE_TESTS = ROOT / "client-node" / "dist" / "test" / "devserver" / "signing.test.js"
-
-
-@pytest.fixture(scope="module")
-def iam(tmp_path_factory):
-    with iam_dev_server(tmp_path_factory.mktemp("signing") / "state.json") as server:
-        yield server
 
 
 def credentials(secret_key: str = SECRET_KEY) -> botocore.session.Session:

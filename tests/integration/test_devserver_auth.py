@@ -33,12 +33,6 @@ from tests.support.waiting import wait_until
 JSON = b'{"count": 3}'
 
 
-@pytest.fixture(scope="module")
-def iam(tmp_path_factory):
-    with iam_dev_server(tmp_path_factory.mktemp("iam") / "state.json") as server:
-        yield server
-
-
 def signed_send(method: str, url: str, body: bytes = b"", **signing) -> requests.Response:
     return send(method, url, body, sign(method, url, body, **signing))
 
@@ -214,7 +208,7 @@ def test_temporary_credentials_need_their_token_and_expire(tmp_path):
     future = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
     state = tmp_path / "state.json"
     env = SESSION_ENV | {"AWS_CREDENTIAL_EXPIRATION": future}
-    with DevServer("--fresh", "--parameter", "ClientAuth=AWS_IAM", state_file=state, env=env) as dev:
+    with iam_dev_server(state, env) as dev:
         url = f"{dev.url}/counters/auth-temporary/next"
         assert signed_send("POST", url, token=TOKEN).json()["id"] == 1
         for token in (None, "another-token"):
@@ -262,9 +256,7 @@ def test_an_api_key_is_made_and_printed_when_none_is_given(tmp_path):
 def test_with_no_credentials_a_key_pair_is_made_and_printed(tmp_path):
     nowhere = str(tmp_path / "none")
     env = {"AWS_SHARED_CREDENTIALS_FILE": nowhere, "AWS_CONFIG_FILE": nowhere}
-    with DevServer(
-        "--fresh", "--parameter", "ClientAuth=AWS_IAM", state_file=tmp_path / "s.json", env=env
-    ) as dev:
+    with iam_dev_server(tmp_path / "s.json", env) as dev:
         (pair,) = re.findall(
             r"export (AWS_ACCESS_KEY_ID=\S+ AWS_SECRET_ACCESS_KEY=\S+ AWS_REGION=\S+)", "".join(dev.output)
         )

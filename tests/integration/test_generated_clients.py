@@ -94,12 +94,6 @@ def expected(name: str) -> dict[str, Any]:
     }
 
 
-@pytest.fixture(scope="module")
-def dev(tmp_path_factory) -> Iterator[DevServer]:
-    with DevServer("--fresh", state_file=tmp_path_factory.mktemp("dev") / "state.json") as server:
-        yield server
-
-
 # -- Python: openapi-python-client ----------------------------------------------
 
 

@@ -15,7 +15,6 @@ import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from devserver.process import DevServer
 from idblocks import HttpBackend, InvalidName, check_name
 from idblocks.block import Block
 from idblocks_core.domain.errors import InvalidInput
@@ -108,12 +107,6 @@ def test_the_client_and_the_service_agree_on_every_name(name):
 
 
 # -- through HTTP -----------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def dev(tmp_path_factory):
-    with DevServer("--fresh", state_file=tmp_path_factory.mktemp("names") / "state.json") as server:
-        yield server
 
 
 @pytest.mark.parametrize(("encoded", "name"), [("%2E", "."), ("%2E%2E", ".."), ("%2e.", "..")])
