@@ -5,22 +5,12 @@ and smoothedLatency give the Python client's numbers for the same inputs
 from __future__ import annotations
 
 import json
-import os
 import random
-import shutil
-import subprocess
-
-import pytest
 
 from idblocks.sizing import BlockSizer, prefetch_tail, smoothed_latency
-from localrun.template import ROOT
+from tests.support.node import INDEX, needs_node_client, run_module
 
-INDEX = ROOT / "client-node" / "dist" / "src" / "index.js"
-
-pytestmark = pytest.mark.skipif(
-    not INDEX.exists() and not os.environ.get("IDBLOCKS_REQUIRE_BUILD"),
-    reason="the Node client is not built: make node (make test does)",
-)
+pytestmark = needs_node_client(INDEX)
 
 # Replays the operations in Node and prints what each returned.
 NODE_REPLAY = """
@@ -81,18 +71,9 @@ def python_replay(case: dict) -> dict:
 
 
 def test_block_sizes_prefetch_points_and_latency_are_the_python_clients():
-    node = shutil.which("node")
-    assert node, "node not found: the Node client needs Node.js 20 or later (make node checks it)"
     rng = random.Random(20261123)
     cases = [random_case(rng) for _ in range(200)]
-    done = subprocess.run(
-        [node, "--input-type=module", "-e", NODE_REPLAY, str(INDEX)],
-        input=json.dumps(cases),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    done = run_module(NODE_REPLAY, str(INDEX), stdin=json.dumps(cases), timeout=120)
     from_node = json.loads(done.stdout)
     for case, got in zip(cases, from_node, strict=True):
         assert got == python_replay(case), case

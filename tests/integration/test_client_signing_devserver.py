@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +22,7 @@ from idblocks import AsyncSequence, AuthError, HttpBackend, IamAuth, Sequence
 from idblocks.async_backend import AsyncHttpBackend
 from idblocks.cli import main as cli_main
 from localrun.environment import scrubbed_environment
-from localrun.template import ROOT
+from tests.support.node import NODE_DIR, needs_node_client, run_node_tests
 from tests.support.signing import ACCESS_KEY, REGION, SECRET_KEY, SERVER_ENV, skewed
 
 EVERY_CHARACTER = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
@@ -35,7 +33,7 @@ def names(prefix: str) -> list[str]:
     return [prefix + EVERY_CHARACTER, ".." + prefix, "." + prefix + "-_", (prefix * 128)[:128]]
 
 
-NODE_TESTS = ROOT / "client-node" / "dist" / "test" / "devserver" / "signing.test.js"
+NODE_TESTS = NODE_DIR / "dist" / "test" / "devserver" / "signing.test.js"
 
 
 def credentials(secret_key: str = SECRET_KEY) -> botocore.session.Session:
@@ -192,24 +190,8 @@ def test_the_command_line_with_a_skewed_clock_is_refused(iam, monkeypatch, capsy
 # -- Node ---------------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(
-    not NODE_TESTS.exists() and not os.environ.get("IDBLOCKS_REQUIRE_BUILD"),
-    reason="the Node client is not built: make node (make test does)",
-)
+@needs_node_client(NODE_TESTS)
 def test_the_node_client_is_signed_as_api_gateway_checks(iam):
-    node = shutil.which("node")
-    assert node, "node not found: the Node client needs Node.js 20 or later (make node checks it)"
     env = {"IDBLOCKS_IAM_URL": iam.url, "IDBLOCKS_IAM_REGION": REGION}
     env |= {"IDBLOCKS_IAM_ACCESS_KEY": ACCESS_KEY, "IDBLOCKS_IAM_SECRET_KEY": SECRET_KEY}
-    done = subprocess.run(
-        [node, "--test", str(NODE_TESTS)],
-        cwd=ROOT / "client-node",
-        env=scrubbed_environment() | env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
-    counts = dict(re.findall(r"^# (pass|fail|skipped) (\d+)$", done.stdout, re.MULTILINE))
-    assert counts == {"pass": "6", "fail": "0", "skipped": "0"}, done.stdout[-3000:]
+    run_node_tests(NODE_TESTS, env, passed=6)

@@ -10,22 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 
 import pytest
 
 from idblocks import HttpBackend, Sequence, ServiceUnavailable
 from localrun.environment import scrubbed_environment
-from localrun.template import ROOT
 from tests.support.gateway import gateway_responses, replayed
+from tests.support.node import INDEX, needs_node_client, run_module
 from tests.support.sam import translate
 from tests.support.stub_http import StubServer
-
-INDEX = ROOT / "client-node" / "dist" / "src" / "index.js"
-needs_node_client = pytest.mark.skipif(
-    not INDEX.exists() and not os.environ.get("IDBLOCKS_REQUIRE_BUILD"),
-    reason="the Node client is not built: make node (make test does)",
-)
 
 
 def answer(kind: str) -> tuple[int, dict[str, str], dict]:
@@ -82,15 +75,15 @@ console.log(JSON.stringify(seen));
 """
 
 
-@needs_node_client
+@needs_node_client(INDEX)
 def test_the_node_client_asks_once_and_then_waits_out_the_pause():
     quota = answer("QUOTA_EXCEEDED")
     with StubServer([quota] * 20) as stub:
-        done = subprocess.run(
-            ["node", "--input-type=module", "-e", NODE_SCRIPT, INDEX.as_uri(), stub.url],
+        done = run_module(
+            NODE_SCRIPT,
+            INDEX.as_uri(),
+            stub.url,
             env=scrubbed_environment() | {"PATH": os.environ["PATH"]},
-            capture_output=True,
-            text=True,
             timeout=120,
             check=False,
         )
