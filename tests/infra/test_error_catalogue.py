@@ -34,8 +34,6 @@ CODE_ARGUMENT = {
     "InvalidInput": (0, "code"),
     "error_response": (1, "code"),
 }
-# API Gateway's status for each response type whose GatewayResponse sets none.
-GATEWAY_STATUS = DEFAULT_STATUS
 
 
 def _called_name(call: ast.Call) -> str:
@@ -88,16 +86,20 @@ def function_codes() -> dict[str, set[int | None]]:
     return merged
 
 
-def gateway_responses(template) -> dict[str, dict]:
+def declared_gateway_responses(template) -> dict[str, dict]:
+    """The Api's GatewayResponses as template.yaml declares them (SAM's
+    form, before the transform: tests.support.gateway.gateway_responses
+    reads the transformed OpenAPI body)."""
     return template.raw["Resources"]["Api"]["Properties"]["GatewayResponses"]
 
 
 def gateway_codes(template) -> dict[str, int | str]:
     """Code -> status, from the template's gateway response bodies."""
     found = {}
-    for kind, spec in gateway_responses(template).items():
+    for kind, spec in declared_gateway_responses(template).items():
         (code,) = re.findall(r'"code": "(\w+)"', spec["ResponseTemplates"]["application/json"])
-        found[code] = int(spec["StatusCode"]) if "StatusCode" in spec else GATEWAY_STATUS[kind]
+        # API Gateway's own status where the response sets none
+        found[code] = int(spec["StatusCode"]) if "StatusCode" in spec else DEFAULT_STATUS[kind]
     return found
 
 

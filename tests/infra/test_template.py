@@ -3,12 +3,11 @@ SAM transform turns it into."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from idblocks_core.domain.errors import ERROR_CODES
 from tests.support.api import routes
+from tests.support.gateway import body_of, gateway_responses
 from tests.support.sam import method_security, translate
 
 EXPECTED_ROUTES = {
@@ -237,17 +236,14 @@ def test_the_gateways_own_errors_have_the_apis_shape_and_are_never_cached(client
     template as the SAM transform turns it into CloudFormation) now gives each
     the API's error body, Cache-Control: no-store and, as every answer of the
     functions, X-Content-Type-Options: nosniff."""
-    body = translate(ClientAuth=client_auth)["Resources"]["Api"]["Properties"]["Body"]
-    responses = body.get("x-amazon-apigateway-gateway-responses", {})
+    responses = gateway_responses(translate(ClientAuth=client_auth))
     assert set(responses) == GATEWAY_RESPONSE_TYPES
     for kind, response in responses.items():
         assert response["responseParameters"] == {
             "gatewayresponse.header.Cache-Control": "'no-store'",
             "gatewayresponse.header.X-Content-Type-Options": "'nosniff'",
         } | EXTRA_HEADERS.get(kind, {}), kind
-        # API Gateway fills $context variables in; a JSON string value stands in for one here
-        template_body = response["responseTemplates"]["application/json"]
-        filled = json.loads(template_body.replace("$context.error.messageString", '"Forbidden"'))
+        filled = body_of(response, "Forbidden")
         assert set(filled) == {"error"}, kind
         assert set(filled["error"]) == {"code", "message"}, kind
         assert filled["error"]["code"] in ERROR_CODES, kind
@@ -259,8 +255,7 @@ def test_an_unknown_route_keeps_api_gateways_403():
     AWS_IAM route with one response type; a 404 would tell the caller who
     forgot to sign that the counter does not exist (the client maps 404 to
     CounterNotFound)."""
-    body = translate()["Resources"]["Api"]["Properties"]["Body"]
-    response = body["x-amazon-apigateway-gateway-responses"]["MISSING_AUTHENTICATION_TOKEN"]
+    response = gateway_responses(translate())["MISSING_AUTHENTICATION_TOKEN"]
     assert response.get("statusCode") in (None, "403")
     assert ERROR_CODES["unknown_route_or_unsigned"].status == 403
 
