@@ -5,6 +5,8 @@ shared by several dev servers in tests/support/cluster.py."""
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import weakref
 from collections.abc import Callable, Iterator
@@ -105,6 +107,26 @@ def lambda_env(monkeypatch: pytest.MonkeyPatch, template: Template) -> Iterator[
 
     yield configure
     reset_core_caches()
+
+
+@pytest.fixture
+def logged() -> Iterator[Callable[[], list[dict[str, Any]]]]:
+    """The functions' and the core's log lines (the Powertools Logger's, as
+    CloudWatch gets them), kept from the console while the test runs.
+    Calling it returns, as dicts, the lines written since the last call."""
+    from idblocks_core.observability import logger
+
+    buffer = io.StringIO()
+    previous = logger.registered_handler.setStream(buffer)
+
+    def read() -> list[dict[str, Any]]:
+        lines = [json.loads(line) for line in buffer.getvalue().splitlines()]
+        buffer.seek(0)
+        buffer.truncate()
+        return lines
+
+    yield read
+    logger.registered_handler.setStream(previous)
 
 
 @pytest.fixture(scope="session")

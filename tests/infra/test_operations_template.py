@@ -5,14 +5,12 @@ records, and a dashboard whose metrics are the ones the code emits."""
 
 from __future__ import annotations
 
-import io
 import json
 import re
 
 import pytest
 
 from idblocks_core.logic.allocation import ALLOCATION_RECORD
-from idblocks_core.observability import logger
 from tests.support.sam import translate
 
 FUNCTIONS = {"NextFunction": "next", "BatchFunction": "batch", "AdminFunction": "admin"}
@@ -69,17 +67,10 @@ def test_log_groups_are_kept_as_the_counters_table_is():
 
 
 @pytest.fixture
-def allocation_record(api) -> dict:
+def allocation_record(api, logged) -> dict:
     """One allocation record, as a function writes it."""
-    buffer = io.StringIO()
-    previous = logger.registered_handler.setStream(buffer)
-    try:
-        assert api.call("batch", name="orders", body={"count": 3}).status == 200
-    finally:
-        logger.registered_handler.setStream(previous)
-    [record] = [
-        r for r in map(json.loads, buffer.getvalue().splitlines()) if r["message"] == ALLOCATION_RECORD
-    ]
+    assert api.call("batch", name="orders", body={"count": 3}).status == 200
+    [record] = [r for r in logged() if r["message"] == ALLOCATION_RECORD]
     return record
 
 

@@ -5,9 +5,6 @@ functions print, as CloudWatch Logs would receive it."""
 
 from __future__ import annotations
 
-import io
-import json
-
 import pytest
 
 from idblocks_core.logic.allocation import ALLOCATION_RECORD
@@ -39,22 +36,11 @@ def fields(record: dict, *names: str) -> tuple:
 
 
 @pytest.fixture
-def quiet(api):
+def quiet(api, logged):
     """The functions' log output, as the Logger formats it for CloudWatch,
     into a buffer. Calling it returns the allocation records written since
     the last call (so a test calls it once after setting up)."""
-    buffer = io.StringIO()
-    handler = logger.registered_handler
-    previous = handler.setStream(buffer)
-
-    def read() -> list[dict]:
-        lines = [json.loads(line) for line in buffer.getvalue().splitlines()]
-        buffer.seek(0)
-        buffer.truncate()
-        return [line for line in lines if line.get("message") == ALLOCATION_RECORD]
-
-    yield read
-    handler.setStream(previous)
+    return lambda: [line for line in logged() if line.get("message") == ALLOCATION_RECORD]
 
 
 def test_uncached_next_leaves_one_record_per_id(api, quiet):
@@ -223,13 +209,9 @@ def test_each_record_carries_its_requests_api_gateway_id_and_no_other(api, quiet
     assert "correlation_id" not in got[1]
 
 
-def test_a_message_is_logged_as_written_never_parsed_as_json():
+def test_a_message_is_logged_as_written_never_parsed_as_json(logged):
     """Given a message that happens to be JSON, when logged, then the line
     keeps it as the text it was (the Logger's default would parse it)."""
-    buffer = io.StringIO()
-    previous = logger.registered_handler.setStream(buffer)
-    try:
-        logger.info('{"counter": "orders"}')
-    finally:
-        logger.registered_handler.setStream(previous)
-    assert json.loads(buffer.getvalue())["message"] == '{"counter": "orders"}'
+    logger.info('{"counter": "orders"}')
+    (line,) = logged()
+    assert line["message"] == '{"counter": "orders"}'

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import io
-import json
 from datetime import timedelta
 
 import pytest
@@ -14,7 +12,6 @@ from idblocks_core.core import core as current_core
 from idblocks_core.dal.counter_store import CounterStore, StaleToken, decode_cursor, encode_cursor
 from idblocks_core.domain import errors, rules
 from idblocks_core.domain.model import Block
-from idblocks_core.observability import logger
 from tests.conftest import TABLE_NAMES
 
 WINDOW = timedelta(hours=1)
@@ -200,15 +197,6 @@ def test_forged_cursors_are_invalid_input(cursor):
 # -- a gap's explanation -------------------------------------------------------
 
 
-@pytest.fixture
-def warnings_logged():
-    """The core's log lines at WARNING and above, as dicts, while the test runs."""
-    buffer = io.StringIO()
-    previous = logger.registered_handler.setStream(buffer)
-    yield lambda: [json.loads(line) for line in buffer.getvalue().splitlines()]
-    logger.registered_handler.setStream(previous)
-
-
 def unanswered(store, monkeypatch, *between):
     """The store's next UpdateItems are applied but their answers never come
     (read timeouts), one for each of ``between``, which runs after its
@@ -234,7 +222,7 @@ def gap_lines(logged):
 
 
 def test_a_write_whose_answer_was_lost_and_then_overtaken_leaves_a_logged_gap(
-    store, core, monkeypatch, warnings_logged
+    store, core, monkeypatch, logged
 ):
     """The first attempt takes 1..10 and its answer is lost; another
     allocation takes 11..15 before the retry, which finds another token and
@@ -244,23 +232,19 @@ def test_a_write_whose_answer_was_lost_and_then_overtaken_leaves_a_logged_gap(
     calls = unanswered(store, monkeypatch, lambda: core.allocator.take_block("orders", 5))
     assert store.reserve_block("orders", 10, "token-a", WINDOW) == Block(16, 25)
     assert len(calls) == 2
-    (line,) = gap_lines(warnings_logged)
+    (line,) = gap_lines(logged)
     assert (line["counter"], line["ids"], line["below"]) == ("orders", 10, 16)
 
 
-def test_a_write_whose_answer_was_lost_and_found_again_leaves_no_gap(
-    store, core, monkeypatch, warnings_logged
-):
+def test_a_write_whose_answer_was_lost_and_found_again_leaves_no_gap(store, core, monkeypatch, logged):
     core.admin.create("orders")
     unanswered(store, monkeypatch, None)
     block = store.reserve_block("orders", 10, "token-a", WINDOW)
     assert (block, block.replayed) == (Block(1, 10), True)
-    assert gap_lines(warnings_logged) == []
+    assert gap_lines(logged) == []
 
 
-def test_a_replayed_block_still_logs_the_overtaken_attempt_before_it(
-    store, core, monkeypatch, warnings_logged
-):
+def test_a_replayed_block_still_logs_the_overtaken_attempt_before_it(store, core, monkeypatch, logged):
     """Attempt one takes 1..10, unanswered, and is overtaken (11..15); attempt
     two takes 16..25, unanswered, and is not; attempt three finds its token
     and answers 16..25. Nobody holds 1..10, though the answer is a replay."""
@@ -268,11 +252,11 @@ def test_a_replayed_block_still_logs_the_overtaken_attempt_before_it(
     unanswered(store, monkeypatch, lambda: core.allocator.take_block("orders", 5), None)
     block = store.reserve_block("orders", 10, "token-a", WINDOW)
     assert (block, block.replayed) == (Block(16, 25), True)
-    (line,) = gap_lines(warnings_logged)
+    (line,) = gap_lines(logged)
     assert (line["counter"], line["ids"], line["below"]) == ("orders", 10, 16)
 
 
-def test_a_write_answered_at_once_logs_no_gap(store, core, warnings_logged):
+def test_a_write_answered_at_once_logs_no_gap(store, core, logged):
     core.admin.create("orders")
     assert store.reserve_block("orders", 10, "token-a", WINDOW) == Block(1, 10)
-    assert gap_lines(warnings_logged) == []
+    assert gap_lines(logged) == []

@@ -9,7 +9,6 @@ are exact: what is counted is the calls' time and nothing else."""
 
 from __future__ import annotations
 
-import io
 import json
 import time
 
@@ -19,7 +18,6 @@ from botocore.stub import Stubber
 from idblocks_core.core import core
 from idblocks_core.dal import counter_store as store
 from idblocks_core.logic.allocation import ALLOCATION_RECORD
-from idblocks_core.observability import logger
 from tests.unit.test_replay import expire_key_records
 
 CALL_MS = 7.0
@@ -52,11 +50,9 @@ def timed(api, clock, monkeypatch):
 
 
 @pytest.fixture
-def observed(capsys):
+def observed(capsys, logged):
     """Calling it returns (the DynamoDbLatency values by route, the
     allocation records) written since the last call."""
-    buffer = io.StringIO()
-    previous = logger.registered_handler.setStream(buffer)
 
     def read() -> tuple[list[tuple[str, float]], list[dict]]:
         lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
@@ -70,13 +66,9 @@ def observed(capsys):
             assert [sorted(d) for d in directive["Dimensions"]] == [["route", "service"]]
             [value] = line["DynamoDbLatency"]  # one value per request
             latency.append((line["route"], value))
-        records = [json.loads(r) for r in buffer.getvalue().splitlines()]
-        buffer.seek(0)
-        buffer.truncate()
-        return latency, [r for r in records if r.get("message") == ALLOCATION_RECORD]
+        return latency, [r for r in logged() if r.get("message") == ALLOCATION_RECORD]
 
-    yield read
-    logger.registered_handler.setStream(previous)
+    return read
 
 
 def test_next_reports_its_one_write(timed, observed):

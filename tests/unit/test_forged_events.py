@@ -11,30 +11,19 @@ lambda:InvokeFunction (tests/infra/test_policies.py). docs/security.md says both
 
 from __future__ import annotations
 
-import io
 import json
 
 import pytest
 
-from idblocks_core.observability import logger
 from tests.support.api import event_files, load_event
 
 VICTIM = "arn:aws:iam::123456789012:role/billing"
 
 
 @pytest.fixture
-def warnings(api):
+def warnings(api, logged):
     """The functions' log lines (as CloudWatch gets them) that were warnings."""
-    buffer = io.StringIO()
-    handler = logger.registered_handler
-    previous = handler.setStream(buffer)
-
-    def read() -> list[dict]:
-        lines = [json.loads(line) for line in buffer.getvalue().splitlines()]
-        return [line for line in lines if line.get("level") == "WARNING"]
-
-    yield read
-    handler.setStream(previous)
+    return lambda: [line for line in logged() if line.get("level") == "WARNING"]
 
 
 def forged(event_name: str, **context: object) -> dict:
