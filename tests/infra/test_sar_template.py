@@ -30,7 +30,7 @@ from scripts.sar_template import (
     supported_types,
     write,
 )
-from tests.support.sam import transform_sam, translate, translate_sar
+from tests.support.sam import cached_build, parameter_defaults, transform_sam, translate, translate_sar
 
 OTEL_ARN = "arn:aws:lambda:us-east-1:615299751070:layer:AWSOpenTelemetryDistroPython:5"
 # The published application, and the variants a publisher may make of it.
@@ -78,16 +78,15 @@ def refusals(template: dict[str, Any]) -> list[str]:
 
 def values_for(settings: dict[str, str], values: dict[str, str]) -> dict[str, str]:
     """``values`` a stack of the variant takes: its own parameters only."""
-    parameters = build(settings).template["Parameters"]
+    parameters = cached_build(settings).template["Parameters"]
     return {name: value for name, value in values.items() if name in parameters}
 
 
 def published_values(settings: dict[str, str], **overrides: str) -> dict[str, str]:
     """Every template.yaml parameter's value in a stack of the published
     variant: its decided values, the overrides, the defaults."""
-    sar = build(settings)
-    values = {name: str(spec.get("Default", "")) for name, spec in sar.template["Parameters"].items()}
-    return values | sar.decided | overrides
+    sar = cached_build(settings)
+    return parameter_defaults(sar.template) | sar.decided | overrides
 
 
 # -- what the repository accepts ---------------------------------------------------------
@@ -105,7 +104,7 @@ def test_the_repository_refuses_template_yaml_as_it_is():
 
 @pytest.mark.parametrize("settings", VARIANTS, ids=VARIANT_IDS)
 def test_the_repository_refuses_nothing_in_the_published_template(settings):
-    assert refusals(build(settings).template) == []
+    assert refusals(cached_build(settings).template) == []
 
 
 @pytest.mark.parametrize("settings", VARIANTS, ids=VARIANT_IDS)
@@ -255,7 +254,7 @@ def test_the_published_template_deploys_what_template_yaml_deploys(settings, val
     source = as_published(deployed(translate(**full), full), stage=full["StageName"])
     source = without_generated_names(source)
     left_out = {name for name, r in source["Resources"].items() if r["Type"] in LEFT_OUT}
-    assert left_out == set(build(settings).left_out)
+    assert left_out == set(cached_build(settings).left_out)
     for name in left_out:
         del source["Resources"][name]
     assert sorted(published["Resources"]) == sorted(source["Resources"])
@@ -268,7 +267,7 @@ def test_every_route_is_signed_and_api_gateway_invokes_as_itself():
     """The published application's callers sign (AWS_IAM) on every route,
     none needs an API key, and no integration carries the caller's
     credentials (the API's InvokeRole NONE)."""
-    api = build().template["Resources"]["Api"]["Properties"]
+    api = cached_build().template["Resources"]["Api"]["Properties"]
     assert api["Auth"] == {"DefaultAuthorizer": "AWS_IAM", "InvokeRole": "NONE"}
     body = translate_sar()["Resources"]["Api"]["Properties"]["Body"]
     operations = {(m.upper(), p): op for p, ops in body["paths"].items() for m, op in ops.items()}
@@ -325,7 +324,7 @@ def test_sam_alone_names_a_version_the_same_whatever_a_parameters_value():
     for resource in template["Resources"].values():
         if resource["Type"] == "AWS::Serverless::Function":
             resource["Properties"]["AutoPublishAliasAllProperties"] = True
-    parameters = {name: str(spec.get("Default", "")) for name, spec in template["Parameters"].items()}
+    parameters = parameter_defaults(template)
 
     def versions(log_level: str) -> set[str]:
         cfn = transform_sam(template, parameters | {"LogLevel": log_level})
@@ -341,7 +340,7 @@ def test_sam_alone_names_a_version_the_same_whatever_a_parameters_value():
 def test_the_published_parameters_are_template_yamls_but_the_decided_ones():
     """In template.yaml's order and words; the decided parameters and those
     nothing reads once they are decided (the page names both) are gone."""
-    sar = build()
+    sar = cached_build()
     source = default_template().raw["Parameters"]
     assert sar.unused_parameters == ("UsageQuotaPerDay",)
     kept = [name for name in source if name not in DECIDED and name not in sar.unused_parameters]
@@ -353,12 +352,12 @@ def test_the_published_parameters_are_template_yamls_but_the_decided_ones():
 def test_the_published_metadata_is_template_yamls():
     """The same application (name, license, readme, the project's one
     version: tests/infra/test_release.py holds it to the others)."""
-    assert build().template["Metadata"] == default_template().raw["Metadata"]
+    assert cached_build().template["Metadata"] == default_template().raw["Metadata"]
 
 
 def test_the_page_says_what_the_published_application_decides_and_leaves_out():
     page = (ROOT / "docs" / "nested-application.md").read_text()
-    sar = build()
+    sar = cached_build()
     for name, value in DECIDED.items():
         assert f"`{name}`" in page, name
         assert f"`{value}`" in page, value
