@@ -10,7 +10,7 @@ import random
 from idblocks.sizing import BlockSizer, prefetch_tail, smoothed_latency
 from tests.support.node import INDEX, needs_node_client, run_module
 
-pytestmark = needs_node_client(INDEX)
+pytestmark = needs_node_client()
 
 # Replays the operations in Node and prints what each returned.
 NODE_REPLAY = """

@@ -9,7 +9,7 @@ import json
 from scripts import docs_tables
 from tests.support.node import INDEX, needs_node_client, run_module
 
-pytestmark = needs_node_client(INDEX)
+pytestmark = needs_node_client()
 
 METHODS = """
 import(process.argv[1]).then((client) => {

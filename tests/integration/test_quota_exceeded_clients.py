@@ -75,7 +75,7 @@ console.log(JSON.stringify(seen));
 """
 
 
-@needs_node_client(INDEX)
+@needs_node_client()
 def test_the_node_client_asks_once_and_then_waits_out_the_pause():
     quota = answer("QUOTA_EXCEEDED")
     with StubServer([quota] * 20) as stub:
