@@ -72,8 +72,7 @@ def register_restore_hooks() -> bool:
     python3.12+ runtimes and absent elsewhere (tests, the dev server), where
     there is no snapshot to restore from."""
     try:
-        # Ignored import-not-found: the module exists only inside the Lambda runtime and has no stubs.
-        from snapshot_restore_py import register_after_restore  # type: ignore[import-not-found]
+        from snapshot_restore_py import register_after_restore
     except ImportError:
         return False
     register_after_restore(reseed_after_restore)
