@@ -29,11 +29,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import weakref
 from collections.abc import Awaitable
 from typing import Any, TypeVar, cast
 
 import httpx
 
+from idblocks import snapstart
 from idblocks.auth import IN_PLACE
 from idblocks.block import Block
 from idblocks.exchange import Attempt, Call, NoReply, Reply, cannot_connect, exchange
@@ -49,13 +51,23 @@ class AsyncHttpBackend(
     HttpBackend for asyncio, with the same operations and arguments, each
     answering an awaitable. No connection is opened when it is made: the
     client is made on first use, in the running loop (and again in another
-    loop, or in a forked child, whose connections must be its own)."""
+    loop, in a forked child, or after a restore from a snapshot, whose
+    connections must be its own)."""
 
     def _open(self) -> None:
         self._timeout = httpx.Timeout(self.timeout, connect=min(self.timeout, 5.0))
         self._limits = httpx.Limits(max_connections=self.pool_size, max_keepalive_connections=self.pool_size)
         self._client: httpx.AsyncClient | None = None
         self._owner: tuple[int, asyncio.AbstractEventLoop] | None = None
+        _live.add(self)
+
+    def _after_fork_in_child(self) -> None:
+        # The client's connections, and the retry jitter's generator, are the
+        # original process's (and every other copy's): a client of its own is
+        # made at the next request, and the generator reseeded. The client is
+        # dropped, not closed: closing it takes its loop.
+        self._client = None
+        self.retry.rng.seed()
 
     def _http(self) -> httpx.AsyncClient:
         owner = (os.getpid(), asyncio.get_running_loop())
@@ -105,3 +117,17 @@ class AsyncHttpBackend(
         if self._client is not None and self._owner == (os.getpid(), asyncio.get_running_loop()):
             await self._client.aclose()
         self._client = None
+
+
+# Every AsyncHttpBackend in the process, so that a copy of it (a forked
+# child, a restored snapshot) starts each one afresh.
+_live: weakref.WeakSet[AsyncHttpBackend] = weakref.WeakSet()
+
+
+@snapstart.on_restore
+def _after_fork_in_child() -> None:
+    for backend in list(_live):
+        backend._after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -51,6 +51,7 @@ import os
 import weakref
 from types import TracebackType
 
+from idblocks import snapstart
 from idblocks.block import AsyncBackend, Block
 from idblocks.policy import CLOSE_TIMEOUT, BlockHolder, _Request, check_seconds
 
@@ -73,14 +74,20 @@ class AsyncSequence(BlockHolder[AsyncBackend]):
 
     def _reset(self) -> None:
         """Hold nothing: at the start, and in a forked child."""
-        self._hold_nothing()
-        # The one block request on the network, owned by this sequence.
-        self._request_task: asyncio.Task[None] | None = None
+        self._start_afresh()
         # Callers waiting for a block, first come first: what each needs,
         # and the future that wakes it.
         self._waiters: collections.deque[tuple[int, asyncio.Future[None]]] = collections.deque()
         # The aclose() at work, if one is: done when it has counted.
         self._closing: asyncio.Future[None] | None = None
+
+    def _start_afresh(self) -> None:
+        """Hold nothing and have no request on the network: at the start, in
+        a forked child, and after a restore (where the request's task, if
+        its loop lives on, drops its answer: see _send)."""
+        self._hold_nothing()
+        # The one block request on the network, owned by this sequence.
+        self._request_task: asyncio.Task[None] | None = None
 
     def _in_flight(self) -> bool:
         return self._request_task is not None
@@ -207,7 +214,7 @@ class AsyncSequence(BlockHolder[AsyncBackend]):
         if self._request_task is asyncio.current_task():
             self._request_task = None
         else:
-            return  # a forked child's copy of its parent's request: not ours to settle
+            return  # a forked child's copy of its parent's request, or one abandoned at a restore
         self._answers += 1
         landed = False
         # A smaller request after a size refusal is made by the callers
@@ -258,7 +265,7 @@ class AsyncSequence(BlockHolder[AsyncBackend]):
                 continue
             if batch == WAKE_BATCH:
                 self._waiters.appendleft((need, woken))
-                asyncio.get_running_loop().call_soon(self._wake_some, held)
+                woken.get_loop().call_soon(self._wake_some, held)  # the loop's, even from a restore hook
                 break
             woken.set_result(None)
             batch += 1
@@ -327,8 +334,19 @@ class AsyncSequence(BlockHolder[AsyncBackend]):
 
 
 # Every AsyncSequence in the process, so that a forked child drops what its
-# parent holds before anything in it can draw from it.
+# parent holds before anything in it can draw from it, and so does an
+# environment restored from a snapshot.
 _live: weakref.WeakSet[AsyncSequence] = weakref.WeakSet()
+
+
+@snapstart.on_restore
+def _after_restore() -> None:
+    for seq in list(_live):
+        seq._after_restore()
+        # Nothing is on the network now: waiting callers ask afresh (none
+        # waits on a loop that is closed).
+        with contextlib.suppress(RuntimeError):
+            seq._wake(everyone=True)
 
 
 def _after_fork_in_child() -> None:

@@ -4,7 +4,8 @@ Every operation (allocate, next and the admin routes) is idblocks.operations',
 shared with AsyncHttpBackend; each request's attempts and retries are
 idblocks.exchange's. What is this module's own is only how a request goes on
 the network and how a retry waits: a urllib3 connection pool, time.sleep
-(the RetryPolicy's), and fresh connections in a forked child.
+(the RetryPolicy's), and fresh connections in a forked child and after a
+restore from a snapshot (idblocks.snapstart).
 
     backend = HttpBackend("https://abc123.execute-api.eu-west-1.amazonaws.com/v1", auth=IamAuth())
     block = backend.allocate("orders", 100)
@@ -21,6 +22,7 @@ import urllib3
 from urllib3.exceptions import ConnectTimeoutError, HTTPError, NewConnectionError
 
 # Names this module has always offered, now each in the module of its concern.
+from idblocks import snapstart
 from idblocks.auth import ApiKeyAuth, Auth, IamAuth, NoAuth
 from idblocks.block import Backend, Block
 from idblocks.exchange import Attempt, Call, NoReply, Reply, cannot_connect, exchange
@@ -56,6 +58,9 @@ class HttpBackend(Operations[Block, int, dict[str, Any], None]):
         # and the parent the child's. The child opens its own. The inherited
         # pool is dropped, not closed: closing is the parent's business.
         self._http = self._new_pool()
+        # So is the state of the retry jitter's generator: reseeded, so that
+        # copies of one process do not retry in step.
+        self.retry.rng.seed()
 
     def _perform(self, call: Call[T]) -> T:
         steps = exchange(self.endpoint, self.retry, call)
@@ -96,6 +101,16 @@ _live_backends: weakref.WeakSet[HttpBackend] = weakref.WeakSet()
 def _backends_after_fork_in_child() -> None:
     for backend in list(_live_backends):
         backend._after_fork_in_child()
+
+
+@snapstart.on_restore
+def _backends_after_restore() -> None:
+    # As in a forked child; and the connections kept open at the snapshot are
+    # closed, as no other process here owns them.
+    for backend in list(_live_backends):
+        snapshot_pool = backend._http
+        backend._after_fork_in_child()
+        snapshot_pool.clear()
 
 
 os.register_at_fork(after_in_child=_backends_after_fork_in_child)

@@ -9,7 +9,8 @@ the retries of one request, so a retry after a lost response gets the block
 that was already taken instead of a second one. Throttling, 502-504 and
 network errors are retried with jittered backoff (RetryPolicy), and so is a
 500 when repeating the request is harmless; everything else is raised as
-the matching ServiceError."""
+the matching ServiceError. A request begun before the process was restored
+from a snapshot (Lambda SnapStart) is not sent after it (idblocks.snapstart)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlparse
 
+from idblocks import snapstart
 from idblocks.answers import error_of, json_of
 from idblocks.errors import ServiceUnavailable, error_for
 from idblocks.retry import RETRY_STATUSES, SERVER_ERROR, RetryPolicy, parse_retry_after
@@ -97,7 +99,15 @@ def exchange(endpoint: str, policy: RetryPolicy, call: Call[T]) -> Steps[T]:
     failure = "no attempt made"
     server_errors = refusals = 0
     retry_after = None
+    begun = snapstart.restores
     for attempt in range(policy.attempts):
+        if snapstart.restores != begun:
+            # Every environment restored from the snapshot it was begun in
+            # would send it: each would be answered the same block.
+            raise ServiceUnavailable(
+                f"{method} {path} was begun before a restore from a snapshot; it is not sent again",
+                capacity_refusals=refusals,
+            )
         retry_after = None
         outcome = yield Attempt(method, endpoint + path, data, headers)
         if isinstance(outcome, NoReply):

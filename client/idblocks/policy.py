@@ -91,7 +91,9 @@ class BlockHolder(HeldIds, Generic[B]):
     waiting: every method runs to its end without letting other callers in
     (under Sequence's lock, or between two awaits of the event loop).
 
-    A driver provides ``_reset()`` (hold nothing), ``_opened()`` (made),
+    A driver provides ``_reset()`` (hold nothing), ``_start_afresh()`` (hold
+    nothing, with its callers kept: in a forked child and after a restore),
+    ``_opened()`` (made),
     ``_in_flight()`` (a request is on the network), ``_request_prefetch()``
     (start fetching the next block ahead, if it should), and calls
     ``_settle()`` with each answer."""
@@ -159,6 +161,19 @@ class BlockHolder(HeldIds, Generic[B]):
 
     def _in_flight(self) -> bool:
         raise NotImplementedError
+
+    def _start_afresh(self) -> None:
+        raise NotImplementedError
+
+    def _after_restore(self) -> None:
+        """Restored from a snapshot (Lambda SnapStart), which every restored
+        environment shares: what this one holds, and the request it made,
+        each of them holds and made too. Start afresh, as in a forked child,
+        and count what was held in ``unused_ids``: no other process goes on
+        to hand it out. The next request is a new one, with a new key."""
+        dropped = self._held() + self._skipped
+        self._start_afresh()
+        self._unused(dropped)
 
     def _check_take(self, n: int) -> None:
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:

@@ -24,7 +24,10 @@ capacity (the counter is hot) lengthens the runway, up to ``max_runway``.
 
 A process forked from one holding a Sequence starts it afresh: it drops the
 blocks, the request and the prefetcher it inherited (the parent still owns
-them) and fetches its own blocks, with keys drawn in the child.
+them) and fetches its own blocks, with keys drawn in the child. So does an
+environment restored from a Lambda SnapStart snapshot (idblocks.snapstart),
+where the threads live on: a request on the network at the snapshot is
+abandoned, and its answer dropped.
 
 What is decided here, and not how it waits, lives in idblocks.policy, which
 AsyncSequence shares: this module is the threads' driver of it.
@@ -42,6 +45,7 @@ import time
 import weakref
 from types import TracebackType
 
+from idblocks import snapstart
 from idblocks.block import Backend, Block
 
 # The policy both drivers share, importable from here as it always was.
@@ -116,9 +120,15 @@ class Sequence(BlockHolder[Backend]):
         self._lock = self._signal.lock
         self._changed = self._signal.changed
         self._prefetcher: threading.Thread | None = None
+        self._closing = False  # a close() is at work
+        self._start_afresh()
+
+    def _start_afresh(self) -> None:
+        """Hold nothing and have no request on the network: at the start, in
+        a forked child, and after a restore, whose threads live on (one on
+        the network then drops its answer: see _fetch)."""
         self._hold_nothing()
         self._fetching = False  # a thread has the pending request on the network
-        self._closing = False  # a close() is at work
 
     def _in_flight(self) -> bool:
         return self._fetching
@@ -260,6 +270,8 @@ class Sequence(BlockHolder[Backend]):
                 outcome = exc
             finally:
                 self._lock.acquire()
+            if self._pending is not request:
+                return  # abandoned at a restore: every restored copy got this answer
             self._fetching = False
             self._answers += 1
             self._changed.notify_all()
@@ -336,7 +348,7 @@ class Sequence(BlockHolder[Backend]):
         self.close()
 
 
-# -- every Sequence in the process: fork and exit -----------------------------
+# -- every Sequence in the process: fork, restore and exit --------------------
 
 _live: weakref.WeakSet[Sequence] = weakref.WeakSet()
 _live_lock = threading.Lock()
@@ -370,6 +382,16 @@ def _after_fork_in_parent() -> None:
 def _after_fork_in_child() -> None:
     while _held_over_fork:
         _held_over_fork.pop()._after_fork_in_child()
+
+
+@snapstart.on_restore
+def _after_restore() -> None:
+    with _live_lock:
+        sequences = list(_live)
+    for seq in sequences:
+        with seq._lock:
+            seq._after_restore()
+            seq._changed.notify_all()  # nothing is on the network now: waiting threads ask afresh
 
 
 def _close_all_at_exit() -> None:

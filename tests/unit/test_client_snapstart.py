@@ -1,0 +1,248 @@
+"""Lambda SnapStart and the client: every environment restored from one
+snapshot starts from the same memory, so whatever a Sequence held at the
+snapshot, and any block request it had made, are every restored
+environment's. After each restore the runtime runs the functions registered
+with snapshot_restore_py (tests.support.snapstart runs them as it does); from
+then on nothing held before is handed out, and no key sent before is sent
+again. Two restored copies, each in a process of its own:
+tests/integration/test_client_snapstart_restore.py."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from idblocks import AsyncSequence, HttpBackend, RetryPolicy, Sequence, ServiceUnavailable
+from idblocks.async_backend import AsyncHttpBackend
+from idblocks.block import Block
+from idblocks.testing import LOST_RESPONSE, AsyncMemoryBackend, MemoryBackend
+from tests.support.snapstart import restore
+from tests.support.stub_http import StubServer
+
+BLOCK = (200, {}, {"counter": "orders", "start": 101, "end": 200, "count": 100})
+UNAVAILABLE = (503, {}, {"error": {"code": "service_unavailable", "message": "try again"}})
+
+
+class KeyedMemory(MemoryBackend):
+    """MemoryBackend that notes every key it is sent, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: list[str] = []
+
+    def allocate(self, counter: str, count: int, *, idempotency_key: str) -> Block:
+        self.keys.append(idempotency_key)
+        return super().allocate(counter, count, idempotency_key=idempotency_key)
+
+
+def test_a_sequence_hands_out_nothing_it_held_before_a_restore():
+    """Reproduces: a Sequence drew 1, 2, 3 during init (holding the block up
+    to 100); after the restore hooks ran it drew 4, 5, 6, as every restored
+    environment would."""
+    backend = MemoryBackend()
+    seq = Sequence(backend, "orders")
+    assert [seq.next_id() for _ in range(3)] == [1, 2, 3]  # init
+    assert restore() >= 1, "the client registered no after-restore function"
+    after = [seq.next_id() for _ in range(3)] + list(seq.take(5))
+    assert min(after) > 100, f"handed out {after} after the restore: the snapshot's block"
+    assert backend.blocks[1].start == 101  # a block of its own
+    # The 97 IDs held at the restore are counted, with what the new blocks leave.
+    assert seq.close() == 97 + sum(map(len, backend.blocks[1:])) - 8
+
+
+def test_an_async_sequence_hands_out_nothing_it_held_before_a_restore():
+    backend = AsyncMemoryBackend()
+    seq = AsyncSequence(backend, "orders")
+
+    async def draw(n: int) -> list[int]:
+        return [await seq.next_id() for _ in range(n)]
+
+    assert asyncio.run(draw(3)) == [1, 2, 3]  # init
+    assert restore() >= 1, "the client registered no after-restore function"
+    after = asyncio.run(draw(3))
+    assert min(after) > 100, f"handed out {after} after the restore: the snapshot's block"
+
+    async def close() -> int:
+        return await seq.aclose()
+
+    assert asyncio.run(close()) == 97 + sum(map(len, backend.blocks[1:])) - 3
+
+
+def test_a_request_whose_answer_was_lost_before_a_restore_is_not_sent_again_with_its_key():
+    """Reproduces: a block request whose answer was lost during init stays
+    pending with its key; sent again after the restore, every restored
+    environment would be answered the same block."""
+    backend = KeyedMemory()
+    seq = Sequence(backend, "orders", prefetch=False)
+    backend.fail_next(1, LOST_RESPONSE)
+    with pytest.raises(ServiceUnavailable):
+        seq.next_id()  # 1..100 are taken; the answer is lost
+    (snapshot_key,) = backend.keys
+    restore()
+    first = seq.next_id()
+    assert backend.keys.count(snapshot_key) == 1, "the snapshot's key was sent again"
+    assert first > 100
+    seq.close()
+
+
+class KeyedAsync(AsyncMemoryBackend):
+    """AsyncMemoryBackend that notes every key it is sent, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: list[str] = []
+
+    async def allocate(self, counter: str, count: int, *, idempotency_key: str) -> Block:
+        self.keys.append(idempotency_key)
+        return await super().allocate(counter, count, idempotency_key=idempotency_key)
+
+
+def test_an_async_request_cancelled_with_its_loop_before_a_restore_is_not_sent_again_with_its_key():
+    """asyncio.run() at init cancels the prefetch it leaves on the network:
+    the request stays pending with its key, for the snapshot."""
+    backend = KeyedAsync()
+    seq = AsyncSequence(backend, "orders", block_size=10)
+
+    async def init() -> list[int]:
+        ids = [await seq.next_id()]
+        backend.latency = 30.0  # the prefetch is still on its way when init ends
+        return ids + [await seq.next_id() for _ in range(5)]  # past the mark: a prefetch goes out
+
+    assert asyncio.run(init()) == [1, 2, 3, 4, 5, 6]
+    snapshot_key = backend.keys[-1]
+    assert seq._pending is not None  # white-box: kept for a retry, key and count
+    assert seq._pending.key == snapshot_key
+    restore()
+    backend.latency = 0.0
+
+    async def after() -> list[int]:
+        return [await seq.next_id() for _ in range(3)]
+
+    ids = asyncio.run(after())
+    assert backend.keys.count(snapshot_key) == 1, "the snapshot's key was sent again"
+    assert not set(ids) & set(range(7, 11)), f"handed out {ids}: held at the snapshot"
+
+
+class HeldOnTheNetwork(KeyedMemory):
+    """The block request made once ``hold`` is set stays on the network until
+    ``release`` is set, as one on its way at the snapshot is."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hold = threading.Event()
+        self.inside = threading.Event()
+        self.release = threading.Event()
+        self.answered = threading.Event()
+
+    def allocate(self, counter: str, count: int, *, idempotency_key: str) -> Block:
+        if self.hold.is_set() and not self.inside.is_set():
+            self.inside.set()
+            self.keys.append(idempotency_key)
+            assert self.release.wait(30)
+            try:
+                return MemoryBackend.allocate(self, counter, count, idempotency_key=idempotency_key)
+            finally:
+                self.answered.set()
+        return super().allocate(counter, count, idempotency_key=idempotency_key)
+
+
+def test_a_block_request_on_the_network_at_a_restore_is_abandoned():
+    """The prefetcher thread is on the network at the snapshot, and lives on
+    in the restored environment: its answer (the block every restored copy
+    gets) is dropped, and the next draw asks afresh."""
+    backend = HeldOnTheNetwork()
+    seq = Sequence(backend, "orders", block_size=10, wait_timeout=30)
+    assert seq.next_id() == 1
+    backend.hold.set()
+    ids = [seq.next_id() for _ in range(5)]  # past the mark: the prefetcher asks for the next block
+    assert backend.inside.wait(30)
+    snapshot_key = backend.keys[-1]
+    restore()
+    backend.release.set()
+    after = [seq.next_id() for _ in range(15)]
+    assert backend.answered.wait(30)
+    _, in_flight = backend._by_key[snapshot_key]  # white-box: the block the abandoned request took
+    assert backend.keys.count(snapshot_key) == 1, "the snapshot's key was sent again"
+    assert not set(after) & (set(range(7, 11)) | set(in_flight.ids())), (
+        f"handed out {after} after the restore, with {ids} drawn before"
+    )
+    assert len(set(after)) == 15
+    seq.close()
+
+
+def test_an_http_request_begun_before_a_restore_is_not_retried_after_it():
+    """The backend retries a request whose attempt failed with its key; one
+    begun before the restore is not retried after it: every restored copy
+    would send it."""
+    with StubServer([UNAVAILABLE, BLOCK]) as stub:
+        # The restore falls between the failed attempt and its retry.
+        backend = HttpBackend(stub.url, retry=RetryPolicy(base=0.001, cap=0.01, sleep=lambda _: restore()))
+        with pytest.raises(ServiceUnavailable, match="before a restore"):
+            backend.allocate("orders", 100, idempotency_key="at-the-snapshot")
+        assert len(stub.requests) == 1
+        backend.retry = RetryPolicy(base=0.001, cap=0.01)
+        assert backend.allocate("orders", 100) == Block(101, 200)  # begun after it: sent
+        backend.close()
+
+
+def test_an_async_http_request_begun_before_a_restore_is_not_retried_after_it():
+    with StubServer([UNAVAILABLE, BLOCK, BLOCK]) as stub:
+        backend = AsyncHttpBackend(stub.url, retry=RetryPolicy(base=0.001, cap=0.01))
+        attempt = backend._attempt
+
+        async def then_restore(step):  # white-box: the restore falls after the first attempt
+            reply = await attempt(step)
+            restore()
+            return reply
+
+        async def main() -> Block:
+            backend._attempt = then_restore
+            with pytest.raises(ServiceUnavailable, match="before a restore"):
+                await backend.allocate("orders", 100, idempotency_key="at-the-snapshot")
+            assert len(stub.requests) == 1
+            backend._attempt = attempt
+            try:
+                return await backend.allocate("orders", 100)
+            finally:
+                await backend.aclose()
+
+        assert asyncio.run(main()) == Block(101, 200)
+
+
+def test_after_a_restore_a_backend_opens_connections_of_its_own_and_reseeds_its_jitter():
+    """The pool's keep-alive connections were the snapshot's: closed, and the
+    next request goes on a new one. The retry jitter's generator is reseeded:
+    copies of one snapshot would otherwise retry in step."""
+    from tests.integration.test_client_http_fork import KeepAliveServer
+
+    with KeepAliveServer() as server:
+        backend = HttpBackend(server.url)
+        backend.allocate("orders", 10)
+        snapshot_pool = backend._http
+        jitter = backend.retry.rng.getstate()
+        restore()
+        backend.allocate("orders", 10)
+        assert server.ports[1] != server.ports[0], "the request went on the snapshot's connection"
+        assert not snapshot_pool.pools, "the snapshot's connections were left open"
+        assert backend.retry.rng.getstate() != jitter
+        backend.close()
+
+
+def test_after_a_restore_an_async_backend_makes_a_client_of_its_own_and_reseeds_its_jitter():
+    with StubServer([BLOCK, BLOCK]) as stub:
+        backend = AsyncHttpBackend(stub.url)
+        loop = asyncio.new_event_loop()  # kept across invocations, as a handler may keep one
+        try:
+            loop.run_until_complete(backend.allocate("orders", 100))
+            snapshot_client = backend._client
+            jitter = backend.retry.rng.getstate()
+            restore()
+            loop.run_until_complete(backend.allocate("orders", 100))
+            assert backend._client is not snapshot_client
+            assert backend.retry.rng.getstate() != jitter
+            loop.run_until_complete(backend.aclose())
+            loop.run_until_complete(snapshot_client.aclose())  # the test's own tidying
+        finally:
+            loop.close()
