@@ -161,9 +161,10 @@ seq = Sequence(MemoryBackend(), "orders")
 ids = [seq.next_id() for _ in range(4)]
 seq.close()
 registry = sys.modules.get("snapshot_restore_py")
+hooks = registry and registry.get_after_restore()
 print(json.dumps({
     "modules": sorted(set(sys.modules) - before),
-    "after_restore": registry and [f"{f.__module__}.{f.__qualname__}" for f, _, _ in registry.get_after_restore()],
+    "after_restore": registry and [f"{func.__module__}.{func.__qualname__}" for func, _, _ in hooks],
     "before_snapshot": registry and len(registry.get_before_snapshot()),
     "ids": ids,
     "restores": getattr(sys.modules.get("idblocks.snapstart"), "restores", 0),

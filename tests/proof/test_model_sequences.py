@@ -2,14 +2,18 @@
 programs of next_id, take, close and cancel by several callers, over a
 service that answers, loses answers, answers late, answers the wrong size,
 says exhausted, refuses for capacity or asks to wait (Retry-After), while
-the clock moves on and threads doze; after every step the invariants below
-are checked.
+the clock moves on, threads doze and the process is restored from a
+snapshot (Lambda SnapStart: the client's after-restore functions run);
+after every step the invariants below are checked.
 
 - No ID is handed out twice, and every ID handed out is of a block whose
   answer reached the sequence.
+- After a restore, no ID the sequence held before it is handed out, no key
+  sent before it is sent again, and no answer to a request made before it
+  is taken (it is every restored copy's).
 - Per caller (thread or task), every ID and range lies above what it got before.
-- At most one block request is out at a time, and none before the end of
-  the service's last Retry-After.
+- At most one block request is out at a time (besides those abandoned at a
+  restore), and none before the end of the service's last Retry-After.
 - No call fails (closed aside) while what is held could serve it; and
   CounterExhausted is told only when the service, since the call began,
   refused with fewer IDs left than the caller needs.
@@ -75,6 +79,7 @@ from tests.support.sequence_model import (
     VirtualLoop,
     wait_for,
 )
+from tests.support.snapstart import restore
 
 EXAMPLES = int(os.environ.get("IDBLOCKS_MODEL_EXAMPLES") or 100)
 SEED = int(os.environ.get("IDBLOCKS_MODEL_SEED") or random.SystemRandom().randrange(2**32))
@@ -124,6 +129,7 @@ class SequenceModel(RuleBasedStateMachine):
         super().__init__()
         self.callers = [Caller() for _ in range(CALLERS)]
         self.handed: set[int] = set()
+        self.held_at_restores: set[int] = set()  # IDs the sequence held when restored
         self.problems: list[str] = []
         self.seq = None
 
@@ -191,6 +197,19 @@ class SequenceModel(RuleBasedStateMachine):
     def time_passes(self, seconds: float) -> None:
         self.advance(seconds)
 
+    @precondition(opened)
+    @rule(now=st.sampled_from([True, False, False, False]))  # less often than the others
+    def restore(self, now: bool) -> None:
+        """The process is one restored from a snapshot taken now: what the
+        sequence holds, and every key it sent, are the snapshot's."""
+        if not now:
+            return
+        with self.consistent():
+            self.held_at_restores |= self.service.ids_delivered() - self.handed
+            self.service.restored()
+            restore()
+        self.settle()
+
     # -- what a call returned, or raised ---------------------------------------------------
 
     def record(self, slot: int, kind: str, amount: int | float, result: Any) -> None:
@@ -222,6 +241,9 @@ class SequenceModel(RuleBasedStateMachine):
         repeated = self.handed.intersection(ids)
         if repeated:
             self.problems.append(f"IDs handed out twice: {sorted(repeated)[:5]}")
+        snapshots = self.held_at_restores.intersection(ids)
+        if snapshots:
+            self.problems.append(f"IDs held at a restore handed out after it: {sorted(snapshots)[:5]}")
         self.handed.update(ids)
         caller.highest = ids[-1]
 
@@ -239,7 +261,7 @@ class SequenceModel(RuleBasedStateMachine):
             return
         service, seq = self.service, self.seq
         with self.consistent():
-            assert len(service.waiting) <= 1, "more than one block request out at a time"
+            assert service.out() <= 1, "more than one block request out at a time"
             # Until a close has counted, what is held and passed over (white-box);
             # from then on unused_ids says it all, blocks landing since included.
             counted = seq.unused_ids is not None
@@ -299,7 +321,8 @@ class SequenceModel(RuleBasedStateMachine):
         self.nothing_went_wrong()
         self.the_books_balance()
         pending = self.seq._pending  # white-box: the request the last close gave up on, if any
-        assert set(self.service.undelivered()) <= ({pending.key} if pending else set()), (
+        abandoned = self.service.stale  # at a restore: never to be asked for again
+        assert set(self.service.undelivered()) - abandoned <= ({pending.key} if pending else set()), (
             "a block taken was never asked for again"
         )
 

@@ -8,7 +8,10 @@ handed back the same to the same key, and it is refused only for what the
 counter really lacks. What it does wrong on purpose, it does as a real
 network or service could: lose an answer, answer late (the request waits
 until the test decides), answer with the wrong size, refuse for capacity,
-ask to wait (Retry-After), or answer what cannot be read."""
+ask to wait (Retry-After), or answer what cannot be read. After a restore
+from a snapshot (``restored``), every key it has seen is the snapshot's: one
+arriving again is a problem, and an answer to a request made before it does
+not reach the sequence, which abandoned the request."""
 
 from __future__ import annotations
 
@@ -61,6 +64,8 @@ class ScriptedService:
         self.applied: dict[str, Block] = {}
         self.delivered: set[str] = set()
         self.waiting: list[Waiting] = []
+        self.seen: set[str] = set()  # every key that arrived
+        self.stale: set[str] = set()  # the keys seen before the last restore
         # How many IDs the counter had left at each exhaustion it answered.
         self.refusals: list[int] = []
         self.lock = threading.Lock()
@@ -77,8 +82,22 @@ class ScriptedService:
     def ids_delivered(self) -> set[int]:
         return {i for key in self.delivered for i in self.applied[key].ids()}
 
+    def out(self) -> int:
+        """How many block requests made since the last restore wait for a decision."""
+        return sum(request.key not in self.stale for request in self.waiting)
+
+    def restored(self) -> None:
+        """The client was restored from a snapshot: the keys it sent so far
+        are the snapshot's, and so is the Retry-After it was told (the
+        restored environment starts later, in a time of its own)."""
+        self.stale |= self.seen
+        self.not_before = -math.inf
+
     def arrive(self, request: Waiting) -> None:
         """A block request arrives: it waits for the test's decision."""
+        if request.key in self.stale:
+            self.problems.append(f"key {request.key}, sent before a restore, was sent again after it")
+        self.seen.add(request.key)
         if self.shut:
             request.deliver(ServiceUnavailable("the test is over"))
             return
@@ -128,7 +147,7 @@ class ScriptedService:
             return
         if outcome in (REFUSE, RETRY_AFTER):
             wait = retry_after if outcome == RETRY_AFTER else None
-            if wait is not None:
+            if wait is not None and request.key not in self.stale:  # else the sequence drops it
                 self.not_before = self.clock() + wait
             request.deliver(ServiceUnavailable("refused", capacity_refusals=1, retry_after=wait))
             return
@@ -140,7 +159,8 @@ class ScriptedService:
         elif outcome == GARBLED:
             request.deliver(UnexpectedResponse("POST /counters/c/batch answered a body that is not JSON"))
         else:
-            self.delivered.add(request.key)
+            if request.key not in self.stale:  # else abandoned: the sequence drops the answer
+                self.delivered.add(request.key)
             request.deliver(result)
 
 
