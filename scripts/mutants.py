@@ -299,6 +299,47 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "client-restore-keeps-blocks",
+        "after a SnapStart restore a Sequence keeps the snapshot's blocks and pending request",
+        "client/idblocks/policy.py",
+        "        self._start_afresh()\n        self._unused(dropped)\n",
+        "        return\n",
+        (
+            "tests/unit/test_client_snapstart.py::test_a_sequence_hands_out_nothing_it_held_before_a_restore",
+            "tests/integration/test_client_snapstart_restore.py::test_two_environments_restored_from_one_snapshot_draw_disjoint_ids",
+        ),
+    ),
+    Mutant(
+        "client-restore-takes-abandoned",
+        "a thread on the network at a SnapStart restore lands the snapshot's answer in the restored copy",
+        "client/idblocks/sequence.py",
+        "            if self._pending is not request:\n                return",
+        "            if False:\n                return",
+        (
+            "tests/unit/test_client_snapstart.py::test_a_block_request_on_the_network_at_a_restore_is_abandoned",
+        ),
+    ),
+    Mutant(
+        "client-restore-resends-key",
+        "a request begun before a SnapStart restore is retried after it, with its key",
+        "client/idblocks/exchange.py",
+        "        if snapstart.restores != begun:\n",
+        "        if False:\n",
+        (
+            "tests/unit/test_client_snapstart.py::test_an_http_request_begun_before_a_restore_is_not_retried_after_it",
+        ),
+    ),
+    Mutant(
+        "client-restore-same-jitter",
+        "HttpBackend's retry jitter is not reseeded in a copy of the process: copies retry in step",
+        "client/idblocks/backend.py",
+        "        self.retry.rng.seed()\n",
+        "",
+        (
+            "tests/integration/test_client_snapstart_restore.py::test_two_environments_restored_from_one_snapshot_draw_disjoint_ids",
+        ),
+    ),
+    Mutant(
         "dev-state-not-saved",
         "the dev server saves its tables only on the way out",
         "devserver/server.py",

@@ -18,6 +18,7 @@ from idblocks import AsyncSequence, HttpBackend, RetryPolicy, Sequence, ServiceU
 from idblocks.async_backend import AsyncHttpBackend
 from idblocks.block import Block
 from idblocks.testing import LOST_RESPONSE, AsyncMemoryBackend, MemoryBackend
+from tests.support.sequence_model import wait_for
 from tests.support.snapstart import restore
 from tests.support.stub_http import StubServer
 
@@ -161,8 +162,10 @@ def test_a_block_request_on_the_network_at_a_restore_is_abandoned():
     snapshot_key = backend.keys[-1]
     restore()
     backend.release.set()
-    after = [seq.next_id() for _ in range(15)]
     assert backend.answered.wait(30)
+    # Once the prefetcher has settled the answer and waits again (white-box), draw.
+    wait_for(lambda: len(seq._changed._waiters) == 1, "the prefetcher did not come back to wait")
+    after = [seq.next_id() for _ in range(15)]
     _, in_flight = backend._by_key[snapshot_key]  # white-box: the block the abandoned request took
     assert backend.keys.count(snapshot_key) == 1, "the snapshot's key was sent again"
     assert not set(after) & (set(range(7, 11)) | set(in_flight.ids())), (
