@@ -92,11 +92,10 @@ class BlockHolder(HeldIds, Generic[B]):
     (under Sequence's lock, or between two awaits of the event loop).
 
     A driver provides ``_reset()`` (hold nothing), ``_start_afresh()`` (hold
-    nothing, with its callers kept: in a forked child and after a restore),
-    ``_opened()`` (made),
-    ``_in_flight()`` (a request is on the network), ``_request_prefetch()``
-    (start fetching the next block ahead, if it should), and calls
-    ``_settle()`` with each answer."""
+    nothing, its callers kept: also in a forked child and after a restore),
+    ``_opened()`` (made), ``_in_flight()`` (a request is on the network),
+    ``_request_prefetch()`` (start fetching the next block ahead, if it
+    should), and calls ``_settle()`` with each answer."""
 
     def __init__(
         self,
