@@ -320,6 +320,26 @@ MUTANTS = [
         ),
     ),
     Mutant(
+        "client-restore-leaves-waiters",
+        "a thread waiting on a request abandoned at a SnapStart restore is not told, and waits on",
+        "client/idblocks/sequence.py",
+        "            seq._changed.notify_all()",
+        "            pass",
+        (
+            "tests/unit/test_client_snapstart.py::test_a_thread_waiting_on_the_abandoned_request_asks_afresh_at_once",
+        ),
+    ),
+    Mutant(
+        "client-restore-leaves-tasks",
+        "a task waiting on a request abandoned at a SnapStart restore is not woken, and waits on",
+        "client/idblocks/async_sequence.py",
+        "        with contextlib.suppress(RuntimeError):\n            seq._wake(everyone=True)\n",
+        "",
+        (
+            "tests/unit/test_client_snapstart.py::test_a_task_waiting_on_the_abandoned_request_asks_afresh_at_once",
+        ),
+    ),
+    Mutant(
         "client-restore-resends-key",
         "a request begun before a SnapStart restore is retried after it, with its key",
         "client/idblocks/exchange.py",

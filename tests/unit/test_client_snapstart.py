@@ -10,6 +10,7 @@ tests/integration/test_client_snapstart_restore.py."""
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 
 import pytest
@@ -141,7 +142,7 @@ class HeldOnTheNetwork(KeyedMemory):
         if self.hold.is_set() and not self.inside.is_set():
             self.inside.set()
             self.keys.append(idempotency_key)
-            assert self.release.wait(30)
+            assert self.release.wait(60)  # longer than any test waits for the others
             try:
                 return MemoryBackend.allocate(self, counter, count, idempotency_key=idempotency_key)
             finally:
@@ -173,6 +174,61 @@ def test_a_block_request_on_the_network_at_a_restore_is_abandoned():
     )
     assert len(set(after)) == 15
     seq.close()
+
+
+def test_a_thread_waiting_on_the_abandoned_request_asks_afresh_at_once():
+    """A thread that waits for another's block request when the restore comes
+    does not wait for that request (abandoned: its answer will be dropped),
+    nor out its wait_timeout: it asks for a block of its own."""
+    backend = HeldOnTheNetwork()
+    seq = Sequence(backend, "orders", prefetch=False, wait_timeout=60)
+    backend.hold.set()
+    fetcher = threading.Thread(target=seq.next_id)
+    fetcher.start()  # its request stays on the network
+    assert backend.inside.wait(30)
+    waiter_got: list[int] = []
+    waiter = threading.Thread(target=lambda: waiter_got.append(seq.next_id()))
+    waiter.start()
+    wait_for(lambda: len(seq._changed._waiters) == 1, "the second thread did not wait")  # white-box
+    restore()
+    waiter.join(20)  # far longer than a block takes, shorter than the held request's wait
+    assert waiter_got, "the waiting thread still waits for the abandoned request"
+    backend.release.set()
+    fetcher.join(30)
+    _, abandoned = backend._by_key[backend.keys[0]]  # white-box
+    assert waiter_got[0] not in abandoned.ids()
+    seq.close()
+
+
+def test_a_task_waiting_on_the_abandoned_request_asks_afresh_at_once():
+    """As for threads, with a loop kept across invocations: the restore comes
+    between two runs of it, with a task waiting for a block."""
+    backend = KeyedAsync()
+    on_the_network = asyncio.Event()
+    release = asyncio.Event()
+    allocate = backend.allocate
+
+    async def held_first(counter: str, count: int, *, idempotency_key: str) -> Block:
+        if not on_the_network.is_set():
+            on_the_network.set()
+            await release.wait()
+        return await allocate(counter, count, idempotency_key=idempotency_key)
+
+    backend.allocate = held_first
+    seq = AsyncSequence(backend, "orders", wait_timeout=math.inf)
+    loop = asyncio.new_event_loop()
+    try:
+        waiting = loop.create_task(seq.next_id())
+        loop.run_until_complete(on_the_network.wait())  # the task waits; the request is out
+        restore()
+        got = loop.run_until_complete(asyncio.wait_for(waiting, 30))  # far longer than it takes
+        assert backend.keys.count(backend.keys[0]) == 1
+        assert got == 1  # of a block asked for afresh: the abandoned request took nothing yet
+        release.set()
+        loop.run_until_complete(asyncio.gather(*asyncio.all_tasks(loop)))  # the abandoned one ends
+        loop.run_until_complete(seq.aclose())
+    finally:
+        loop.close()
 
 
 def test_an_http_request_begun_before_a_restore_is_not_retried_after_it():
