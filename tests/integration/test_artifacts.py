@@ -253,23 +253,31 @@ def test_a_fresh_node_project_takes_ids_through_the_tarball_as_esm_and_from_comm
     assert cjs == [1, 2]
 
 
-def test_typescript_reads_the_tarballs_declarations(node_project):
-    """A consumer's tsc resolves the package's types through its exports map:
-    the wrong assignment is the one error."""
-    tsc = NODE_DIR / "node_modules" / "typescript" / "bin" / "tsc"
-    options = ["--noEmit", "--strict", "--skipLibCheck", "--module", "nodenext", "--target", "es2022"]
+def tsc(project: Path, *options: str, compiler: Path | None = None) -> tuple[list[str], str]:
+    """The error codes tsc reports in ``project``, and what it printed: the
+    project's own tsc, or ``compiler``."""
+    compiler = compiler or project / "node_modules" / "typescript" / "bin" / "tsc"
     done = subprocess.run(
-        [shutil.which("node") or "node", str(tsc), *options, "typed.mts"],
-        cwd=node_project,
+        [shutil.which("node") or "node", str(compiler), *options],
+        cwd=project,
         env=clean_env(),
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
-    errors = re.findall(r"error (TS\d+)", done.stdout)
-    assert errors == ["TS2322"], done.stdout
-    assert "typed.mts(6," in done.stdout, done.stdout
+    return re.findall(r"error (TS\d+)", done.stdout), done.stdout
+
+
+def test_typescript_reads_the_tarballs_declarations(node_project):
+    """A consumer's tsc resolves the package's types through its exports map:
+    the wrong assignment is the one error."""
+    options = ["--noEmit", "--strict", "--skipLibCheck", "--module", "nodenext", "--target", "es2022"]
+    errors, said = tsc(
+        node_project, *options, "typed.mts", compiler=NODE_DIR / "node_modules" / "typescript" / "bin" / "tsc"
+    )
+    assert errors == ["TS2322"], said
+    assert "typed.mts(6," in said, said
 
 
 # -- a TypeScript project, as client-node/README.md sets one up ---------------------
@@ -287,20 +295,6 @@ def readme_files() -> dict[str, str]:
 def dev_dependency(name: str) -> str:
     """``name`` at the version the Node client itself is built with."""
     return f"{name}@{json.loads((NODE_DIR / 'package.json').read_text())['devDependencies'][name]}"
-
-
-def tsc(project: Path, *options: str) -> list[str]:
-    """The error codes the project's own tsc reports."""
-    done = subprocess.run(
-        [shutil.which("node") or "node", "node_modules/typescript/bin/tsc", *options],
-        cwd=project,
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    return re.findall(r"error (TS\d+)", done.stdout)
 
 
 @pytest.fixture(scope="module")
@@ -327,7 +321,8 @@ def test_a_typescript_project_set_up_as_the_readme_says_compiles_and_takes_an_id
     project needs "type": "module" (else TS1309 on top-level await) and
     @types/node: a project made from its files compiles without an error,
     and runs."""
-    assert tsc(typescript_project) == []
+    errors, said = tsc(typescript_project)
+    assert errors == [], said
     out = run(
         [shutil.which("node") or "node", "dist/index.js"],
         cwd=typescript_project,
@@ -347,13 +342,13 @@ def test_without_what_the_readme_asks_for_tsc_fails_as_it_says(typescript_projec
         (typescript_project / "package.json").write_text(
             json.dumps({k: v for k, v in package.items() if k != "type"})
         )
-        assert "TS1309" in tsc(typescript_project, "--noEmit")
+        assert "TS1309" in tsc(typescript_project, "--noEmit")[0]
     finally:
         (typescript_project / "package.json").write_text(json.dumps(package))
     node_types = typescript_project / "node_modules" / "@types" / "node"
     aside = typescript_project / "node-types-aside"
     node_types.rename(aside)
     try:
-        assert tsc(typescript_project, "--noEmit") == ["TS2580"]
+        assert tsc(typescript_project, "--noEmit")[0] == ["TS2580"]
     finally:
         aside.rename(node_types)
