@@ -30,7 +30,7 @@ import { type Auth, NoAuth } from "./auth.js";
 import { type AllocateOptions, type Backend, type Block, newKey } from "./block.js";
 import { checkEndpoint, checkTimeout } from "./config.js";
 import { ConfigurationError, UnsafeId } from "./errors.js";
-import { exchange } from "./exchange.js";
+import { type Contact, exchange } from "./exchange.js";
 import { type Json, type JsonObject, blockOf, integerField, pathName } from "./parse.js";
 import { RetryPolicy } from "./retry.js";
 
@@ -46,6 +46,8 @@ export class HttpBackend implements Backend {
   readonly auth: Auth;
   readonly retry: RetryPolicy;
   readonly timeout: number;
+  /** Whether anything has answered at the endpoint yet. */
+  readonly contact: Contact = { answered: false };
 
   constructor(endpoint: string, options: HttpBackendOptions = {}) {
     this.endpoint = checkEndpoint(endpoint);

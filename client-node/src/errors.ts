@@ -85,16 +85,24 @@ export class CounterExhausted extends Conflict {
  * load, not an endpoint that is down. `retryAfter`: the seconds the service
  * asked the client to wait (Retry-After) before trying again, when its last
  * answer said so; a Sequence sends nothing for that counter before then.
+ * `neverAnswered`: nothing has ever answered at the endpoint and the
+ * connection found nothing there (refused, or no such host): a wrong address
+ * or a server not started, said at once rather than retried.
  */
 export class ServiceUnavailable extends IdBlocksError {
   override name = "ServiceUnavailable";
   readonly capacityRefusals: number;
   readonly retryAfter: number | undefined;
+  readonly neverAnswered: boolean;
 
-  constructor(message: string, options: { capacityRefusals?: number; retryAfter?: number | undefined; cause?: unknown } = {}) {
+  constructor(
+    message: string,
+    options: { capacityRefusals?: number; retryAfter?: number | undefined; neverAnswered?: boolean; cause?: unknown } = {},
+  ) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.capacityRefusals = options.capacityRefusals ?? 0;
     this.retryAfter = options.retryAfter;
+    this.neverAnswered = options.neverAnswered ?? false;
   }
 }
 

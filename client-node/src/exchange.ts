@@ -7,6 +7,13 @@
  * A network error after the request went out, or a 500, leaves its outcome
  * unknown; it is retried only when repeating is harmless (`retryUnknown`). A
  * request that never left (refused, no such host) is always safe to retry.
+ *
+ * Until anything has answered at the endpoint (`Contact`), a connection
+ * refused or a host name that does not resolve is a wrong address or a
+ * server not started: waiting cures neither, so the request is tried only
+ * `RetryPolicy.firstContactAttempts` times (once, by default) and the caller
+ * hears where the connection failed at once. Once the endpoint has answered,
+ * the same failures are an outage, retried as any network error.
  */
 
 import type { Auth } from "./auth.js";
@@ -19,6 +26,11 @@ import { RETRY_STATUSES, type RetryPolicy, SERVER_ERROR, parseRetryAfter } from 
 // holds the two together.
 export const USER_AGENT = "idblocks-client-node/1.0.0";
 
+/** What a backend knows of its endpoint: whether anything has answered there yet (set by the exchange). */
+export interface Contact {
+  answered: boolean;
+}
+
 /** Where and how requests are sent: what HttpBackend is built with. */
 export interface ExchangeSettings {
   readonly endpoint: string;
@@ -26,6 +38,8 @@ export interface ExchangeSettings {
   readonly retry: RetryPolicy;
   /** Seconds one attempt may take, answer included. */
   readonly timeout: number;
+  /** The endpoint's, shared by every request to it. */
+  readonly contact: Contact;
 }
 
 /** An answer, whatever its status. */
@@ -35,10 +49,14 @@ interface Reply {
   retryAfter: string | null;
 }
 
-/** No answer: why, and whether the request may have reached the service. */
+/**
+ * No answer: why, whether the request may have reached the service, and
+ * whether nothing is there at all (refused, or no such host).
+ */
 interface NoReply {
   failure: string;
   sent: boolean;
+  nothingThere: boolean;
   error: unknown;
 }
 
@@ -66,6 +84,7 @@ export async function exchange(
   let failure = "no attempt made";
   let serverErrors = 0;
   let refusals = 0;
+  let unreached = 0;
   let attempt = 0;
   let retryAfter: number | undefined;
   for (; attempt < policy.attempts; attempt++) {
@@ -82,7 +101,14 @@ export async function exchange(
           cause: reply.error,
         });
       }
+      if (reply.nothingThere && !settings.contact.answered && ++unreached >= policy.firstContactAttempts) {
+        throw new ServiceUnavailable(
+          `${method} ${path} failed after ${attempt + 1} attempt(s) to an address that has never answered: ${failure}`,
+          { capacityRefusals: refusals, neverAnswered: true, cause: reply.error },
+        );
+      }
     } else {
+      settings.contact.answered = true;
       if (reply.status < 300 && reply.status >= 200) return [jsonOf(reply.text, reply.status, method, path), refusals];
       const [code, message] = errorOf(reply.status, reply.text);
       if (capacityRefusal(reply.status, code)) refusals += 1;
@@ -137,8 +163,11 @@ async function attemptOnce(
   } catch (error) {
     // fetch failed, timed out, or the answer broke off while being read.
     const code = connectFailure(error);
-    if (code !== undefined) return { failure: cannotConnect(settings.endpoint, error, code), sent: false, error };
-    return { failure: `${describe(error)} talking to ${settings.endpoint}`, sent: true, error };
+    if (code !== undefined) {
+      const nothingThere = NOTHING_THERE.has(code);
+      return { failure: cannotConnect(settings.endpoint, error, code), sent: false, nothingThere, error };
+    }
+    return { failure: `${describe(error)} talking to ${settings.endpoint}`, sent: true, nothingThere: false, error };
   }
 }
 
@@ -162,6 +191,10 @@ function capacityRefusal(status: number, code: string): boolean {
 
 // The request never left: nothing can have been applied, so it is always safe to retry.
 const NEVER_SENT = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "UND_ERR_CONNECT_TIMEOUT"]);
+
+// Of those, the ones that say nothing is there: refused, or a name with no
+// address. EAI_AGAIN (a resolver that did not answer) and a timeout may pass.
+const NOTHING_THERE = new Set(["ECONNREFUSED", "ENOTFOUND"]);
 
 /** The code of a connection that could not be made, if that is how `error` failed. */
 function connectFailure(error: unknown): string | undefined {

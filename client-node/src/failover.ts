@@ -57,6 +57,8 @@ export class FailoverBackend implements Backend {
     let refusals = 0;
     // The shortest pause every region asked for; none if one did not ask.
     let pause: number | undefined = Infinity;
+    // Whether no region has ever answered: then neither has the whole.
+    let neverAnswered = true;
     for (let offset = 0; offset < size; offset++) {
       const index = (first + offset) % size;
       let block: Block;
@@ -66,6 +68,7 @@ export class FailoverBackend implements Backend {
         if (!(error instanceof ServiceUnavailable)) throw error;
         failure = error;
         refusals += error.capacityRefusals;
+        neverAnswered &&= error.neverAnswered;
         pause = error.retryAfter === undefined || pause === undefined ? undefined : Math.min(pause, error.retryAfter);
         continue;
       }
@@ -80,6 +83,7 @@ export class FailoverBackend implements Backend {
       capacityRefusals: refusals,
       cause: failure,
       retryAfter: pause,
+      neverAnswered,
     });
   }
 }

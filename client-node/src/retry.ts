@@ -25,6 +25,11 @@ export interface RetryOptions {
   /** Seconds since the first attempt. */
   deadline?: number;
   serverErrorAttempts?: number;
+  /**
+   * Attempts while nothing has answered at the endpoint yet and the
+   * connection is refused or the host name does not resolve (1: said at once).
+   */
+  firstContactAttempts?: number;
   sleep?: (seconds: number) => Promise<void>;
   /** Monotonic seconds. */
   clock?: () => number;
@@ -45,6 +50,12 @@ export function monotonic(): number {
  * end past `deadline` (seconds since the first attempt) is not waited: the
  * request fails instead. A 500 is tried at most `serverErrorAttempts` times,
  * and only when repeating the request is harmless.
+ *
+ * Until anything has answered at the endpoint, a connection refused or a
+ * host name that does not resolve is tried `firstContactAttempts` times
+ * (once: a wrong address, or a server not started, is said at once); after
+ * that, as any network error. A process that starts before its server does
+ * may raise it to wait for the server.
  */
 export class RetryPolicy {
   readonly attempts: number;
@@ -52,6 +63,7 @@ export class RetryPolicy {
   readonly cap: number;
   readonly deadline: number;
   readonly serverErrorAttempts: number;
+  readonly firstContactAttempts: number;
   readonly sleep: (seconds: number) => Promise<void>;
   readonly clock: () => number;
   readonly now: () => number;
@@ -63,12 +75,13 @@ export class RetryPolicy {
     this.cap = options.cap ?? 5.0;
     this.deadline = options.deadline ?? 30.0;
     this.serverErrorAttempts = options.serverErrorAttempts ?? 3;
+    this.firstContactAttempts = options.firstContactAttempts ?? 1;
     this.sleep = options.sleep ?? ((seconds) => sleepFor(seconds * 1000));
     this.clock = options.clock ?? monotonic;
     this.now = options.now ?? (() => Date.now() / 1000);
     this.random = options.random ?? Math.random;
-    if (!(this.attempts >= 1 && this.serverErrorAttempts >= 1)) {
-      throw new RangeError("attempts and serverErrorAttempts must be at least 1");
+    if (!(this.attempts >= 1 && this.serverErrorAttempts >= 1 && this.firstContactAttempts >= 1)) {
+      throw new RangeError("attempts, serverErrorAttempts and firstContactAttempts must be at least 1");
     }
     if (!(this.base >= 0 && this.cap >= 0 && this.deadline >= 0)) {
       throw new RangeError("base, cap and deadline must not be negative");

@@ -80,7 +80,7 @@ class AsyncHttpBackend(
         return self._client
 
     async def _perform(self, call: Call[T]) -> T:
-        steps = exchange(self.endpoint, self.retry, call)
+        steps = exchange(self.endpoint, self.retry, call, self.contact)
         outcome: Reply | NoReply | None = None
         while True:
             try:

@@ -63,7 +63,7 @@ class HttpBackend(Operations[Block, int, dict[str, Any], None]):
         self.retry.rng.seed()
 
     def _perform(self, call: Call[T]) -> T:
-        steps = exchange(self.endpoint, self.retry, call)
+        steps = exchange(self.endpoint, self.retry, call, self.contact)
         outcome: Reply | NoReply | None = None
         try:
             while True:

@@ -82,12 +82,23 @@ class ServiceUnavailable(IdBlocksError):
     attempts it refused for capacity (429, 503): a counter or a service too
     busy for the load, not an endpoint that is down. ``retry_after``: the
     seconds the service's last answer asked to wait before the next try
-    (its Retry-After), when it said; a Sequence does not ask again sooner."""
+    (its Retry-After), when it said; a Sequence does not ask again sooner.
+    ``never_answered``: nothing has ever answered at the endpoint and the
+    connection found nothing there (refused, or no such host): a wrong
+    address or a server not started, said at once rather than retried; a
+    Sequence's callers waiting for that request are told it too."""
 
-    def __init__(self, *args: object, capacity_refusals: int = 0, retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        *args: object,
+        capacity_refusals: int = 0,
+        retry_after: float | None = None,
+        never_answered: bool = False,
+    ) -> None:
         super().__init__(*args)
         self.capacity_refusals = capacity_refusals
         self.retry_after = retry_after
+        self.never_answered = never_answered
 
 
 class UnexpectedResponse(IdBlocksError):

@@ -10,12 +10,21 @@ that was already taken instead of a second one. Throttling, 502-504 and
 network errors are retried with jittered backoff (RetryPolicy), and so is a
 500 when repeating the request is harmless; everything else is raised as
 the matching ServiceError. A request begun before the process was restored
-from a snapshot (Lambda SnapStart) is not sent after it (idblocks.snapstart)."""
+from a snapshot (Lambda SnapStart) is not sent after it (idblocks.snapstart).
+
+Until anything has answered at the endpoint (Contact), a connection refused
+or a host name that does not resolve is a wrong address or a server not
+started: waiting cures neither, so the request is tried only
+RetryPolicy.first_contact_attempts times (once, by default) and the caller
+hears where the connection failed at once. Once the endpoint has answered,
+the same failures are an outage, retried as any network error."""
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import json
+import socket
 import uuid
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
@@ -79,15 +88,24 @@ class NoReply:
     sent: bool
 
 
+@dataclass
+class Contact:
+    """What a backend knows of its endpoint: whether anything has answered
+    there yet (any HTTP answer, an error included). Set by the exchange."""
+
+    answered: bool = False
+
+
 Steps = Generator[Attempt | float, Reply | NoReply | None, T]
 
 
-def exchange(endpoint: str, policy: RetryPolicy, call: Call[T]) -> Steps[T]:
+def exchange(endpoint: str, policy: RetryPolicy, call: Call[T], contact: Contact) -> Steps[T]:
     """Yields an Attempt to put on the network (the driver sends back its
     Reply or NoReply) or a number of seconds to wait before the next;
     returns the answer as ``call`` reads it, or raises what the client
     raises: a ServiceError, or ServiceUnavailable once the policy gives up
-    (with the capacity refusals met, and the service's last Retry-After)."""
+    (with the capacity refusals met, and the service's last Retry-After).
+    ``contact``: the endpoint's, shared by every request to it."""
     method, path = call.method, call.path
     data = json.dumps(call.body).encode() if call.body is not None else None
     headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
@@ -97,7 +115,7 @@ def exchange(endpoint: str, policy: RetryPolicy, call: Call[T]) -> Steps[T]:
         headers["Idempotency-Key"] = call.idempotency_key
     started = policy.clock()
     failure = "no attempt made"
-    server_errors = refusals = 0
+    server_errors = refusals = unreached = 0
     retry_after = None
     begun = snapstart.restores
     for attempt in range(policy.attempts):
@@ -116,7 +134,17 @@ def exchange(endpoint: str, policy: RetryPolicy, call: Call[T]) -> Steps[T]:
                 raise ServiceUnavailable(
                     failure + " (the request may have been applied)", capacity_refusals=refusals
                 ) from outcome.error
+            if not outcome.sent and not contact.answered and nothing_there(outcome.error):
+                unreached += 1
+                if unreached >= policy.first_contact_attempts:
+                    raise ServiceUnavailable(
+                        f"{method} {path} failed after {attempt + 1} attempt(s) to an address that has never"
+                        f" answered: {failure}",
+                        capacity_refusals=refusals,
+                        never_answered=True,
+                    ) from outcome.error
         elif isinstance(outcome, Reply):
+            contact.answered = True
             if outcome.status < 300:
                 return call.read(json_of(outcome.data, outcome.status, method, path), refusals)
             code, message = error_of(outcome.data, outcome.status)
@@ -177,6 +205,29 @@ def cannot_connect(endpoint: str, exc: Exception) -> str:
     if _is_loopback(host):
         message += "; nothing is listening there: is the dev server running? (`make dev` starts it)"
     return message
+
+
+# getaddrinfo's "this name has no address" (EAI_NODATA is not on every
+# platform); EAI_AGAIN, a resolver that did not answer, may pass.
+_NO_SUCH_HOST = frozenset(
+    code for code in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", None)) if code is not None
+)
+
+
+def nothing_there(error: BaseException) -> bool:
+    """Whether a connection failed because nothing is there: refused, or a
+    host name that does not resolve (what urllib3 and httpx raise wraps the
+    socket's error, as its cause)."""
+    seen: BaseException | None = error
+    for _ in range(8):  # a chain of causes, never a cycle
+        if seen is None:
+            break
+        if isinstance(seen, socket.gaierror):
+            return seen.errno in _NO_SUCH_HOST
+        if isinstance(seen, ConnectionRefusedError) or getattr(seen, "errno", None) == errno.ECONNREFUSED:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _is_loopback(host: str) -> bool:

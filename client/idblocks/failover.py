@@ -64,12 +64,15 @@ class _Regions(Generic[R]):
         # failure) reports them all, so a Sequence learns that its load is
         # too much for the counters even when another region answered.
         refusals = 0
+        # Whether no region has ever answered: then neither has the whole.
+        never_answered = True
         for offset in range(len(self.backends)):
             index = (first + offset) % len(self.backends)
             outcome = yield index
             if isinstance(outcome, ServiceUnavailable):
                 failure = outcome
                 refusals += outcome.capacity_refusals
+                never_answered = never_answered and outcome.never_answered
                 continue
             assert isinstance(outcome, Block)
             block = outcome
@@ -83,7 +86,9 @@ class _Regions(Generic[R]):
             return block
         assert failure is not None  # the loop ran at least once and every pass failed
         raise ServiceUnavailable(
-            f"every region is unavailable; the last said: {failure}", capacity_refusals=refusals
+            f"every region is unavailable; the last said: {failure}",
+            capacity_refusals=refusals,
+            never_answered=never_answered,
         ) from failure
 
 

@@ -15,7 +15,7 @@ from typing import Any, Generic, TypeVar, cast
 from idblocks.answers import block_of, int_field, object_of, page_of
 from idblocks.auth import Auth, checked_auth
 from idblocks.errors import ConfigurationError
-from idblocks.exchange import Call, new_key
+from idblocks.exchange import Call, Contact, new_key
 from idblocks.retry import RetryPolicy
 from idblocks.routes import admin_path, check_name, counter_path, endpoint_of
 
@@ -64,6 +64,7 @@ class Operations(ABC, Generic[BlockAnswer, IdAnswer, ObjectAnswer, NoAnswer]):
             raise ConfigurationError(f"pool_size must be a positive integer, not {pool_size!r}")
         self.timeout, self.pool_size = float(timeout), pool_size
         self.retry = retry or RetryPolicy()
+        self.contact = Contact()  # whether anything has answered at the endpoint yet
         self._open()
 
     @abstractmethod

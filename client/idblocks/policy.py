@@ -74,8 +74,12 @@ class _Failure:
     def final_for(self, need: int) -> bool:
         """Whether a caller needing ``need`` IDs can hope for nothing better.
         Refusals of a size (too large, or more than the counter has left)
-        still let a smaller request through; no answer at all is retried."""
-        if isinstance(self.error, ServiceUnavailable) or not isinstance(self.error, Exception):
+        still let a smaller request through; no answer at all is retried,
+        unless nothing has ever answered there (asking again at once would
+        find nothing there again)."""
+        if isinstance(self.error, ServiceUnavailable):
+            return self.error.never_answered
+        if not isinstance(self.error, Exception):
             return False
         return not _size_refusal(self.error) or need >= self.size
 

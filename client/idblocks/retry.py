@@ -29,6 +29,12 @@ class RetryPolicy:
     end past ``deadline`` (seconds since the first attempt) is not waited:
     the request fails instead. A 500 is tried at most ``server_error_attempts``
     times, and only when repeating the request is harmless.
+
+    Until anything has answered at the endpoint, a connection refused or a
+    host name that does not resolve is tried ``first_contact_attempts``
+    times (once: a wrong address, or a server not started, is said at once);
+    after that, as any network error. A process that starts before its
+    server does may raise it to wait for the server.
     """
 
     attempts: int = 8
@@ -36,6 +42,7 @@ class RetryPolicy:
     cap: float = 5.0
     deadline: float = 30.0
     server_error_attempts: int = 3
+    first_contact_attempts: int = 1
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
     clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)
     # Wall-clock seconds since the epoch: Retry-After may be an HTTP date.
@@ -43,8 +50,8 @@ class RetryPolicy:
     rng: random.Random = field(default_factory=random.Random, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.attempts < 1 or self.server_error_attempts < 1:
-            raise ValueError("attempts and server_error_attempts must be at least 1")
+        if self.attempts < 1 or self.server_error_attempts < 1 or self.first_contact_attempts < 1:
+            raise ValueError("attempts, server_error_attempts and first_contact_attempts must be at least 1")
         if self.base < 0 or self.cap < 0 or self.deadline < 0:
             raise ValueError("base, cap and deadline must not be negative")
 

@@ -387,3 +387,25 @@ def test_no_page_installs_a_package_that_is_not_published():
         text = " ".join(page.read_text().split())
         assert "not published" in text, page
         assert "make dist" in text, page
+
+
+@pytest.mark.parametrize(
+    ("page", "link"),
+    [("README.md", "docs/guarantees.md#not-guaranteed"), ("docs/index.md", "guarantees.md#not-guaranteed")],
+)
+def test_where_a_front_page_offers_invoice_numbers_it_says_ids_can_be_skipped_and_how_to_skip_fewest(
+    page, link
+):
+    """The README (and the site's front page) offered idblocks for invoice
+    numbers without saying that IDs can be skipped: said where it offers
+    them (before the first section), with the way of taking IDs that skips
+    fewest and a link to what can still skip one."""
+    intro = " ".join((ROOT / page).read_text().split("\n## ", 1)[0].split())
+    assert "invoice numbers" in intro
+    assert "can be skipped" in intro
+    for way in ("`next`", "`cache` is 1", "`Idempotency-Key`", "rather than from a block", "skips fewest"):
+        assert way in intro, way
+    assert f"]({link})" in intro
+    guarantees = (ROOT / "docs" / "guarantees.md").read_text()
+    assert "\n## Not guaranteed\n" in guarantees
+    assert "**No gaps.**" in guarantees.split("\n## Not guaranteed\n", 1)[1]

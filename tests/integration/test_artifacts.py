@@ -6,7 +6,9 @@ another with the wheel and its [async] extra, a third with the sdist; the
 dependencies come through pip at the versions requirements/lock.txt pins
 (pip's cache serves what `make venv` downloaded). Node: a fresh ES module
 project with the tarball (its dependencies through npm, preferring npm's
-cache), run as ESM, from CommonJS by import(), and type-checked by tsc.
+cache), run as ESM, from CommonJS by import(), and type-checked by tsc; and
+a TypeScript project made from the files client-node/README.md gives,
+compiled by its own tsc and run.
 """
 
 from __future__ import annotations
@@ -251,20 +253,102 @@ def test_a_fresh_node_project_takes_ids_through_the_tarball_as_esm_and_from_comm
     assert cjs == [1, 2]
 
 
-def test_typescript_reads_the_tarballs_declarations(node_project):
-    """A consumer's tsc resolves the package's types through its exports map:
-    the wrong assignment is the one error."""
-    tsc = NODE_DIR / "node_modules" / "typescript" / "bin" / "tsc"
-    options = ["--noEmit", "--strict", "--skipLibCheck", "--module", "nodenext", "--target", "es2022"]
+def tsc(project: Path, *options: str, compiler: Path | None = None) -> tuple[list[str], str]:
+    """The error codes tsc reports in ``project``, and what it printed: the
+    project's own tsc, or ``compiler``."""
+    compiler = compiler or project / "node_modules" / "typescript" / "bin" / "tsc"
     done = subprocess.run(
-        [shutil.which("node") or "node", str(tsc), *options, "typed.mts"],
-        cwd=node_project,
+        [shutil.which("node") or "node", str(compiler), *options],
+        cwd=project,
         env=clean_env(),
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
-    errors = re.findall(r"error (TS\d+)", done.stdout)
-    assert errors == ["TS2322"], done.stdout
-    assert "typed.mts(6," in done.stdout, done.stdout
+    return re.findall(r"error (TS\d+)", done.stdout), done.stdout
+
+
+def test_typescript_reads_the_tarballs_declarations(node_project):
+    """A consumer's tsc resolves the package's types through its exports map:
+    the wrong assignment is the one error."""
+    options = ["--noEmit", "--strict", "--skipLibCheck", "--module", "nodenext", "--target", "es2022"]
+    errors, said = tsc(
+        node_project, *options, "typed.mts", compiler=NODE_DIR / "node_modules" / "typescript" / "bin" / "tsc"
+    )
+    assert errors == ["TS2322"], said
+    assert "typed.mts(6," in said, said
+
+
+# -- a TypeScript project, as client-node/README.md sets one up ---------------------
+
+TITLED_BLOCK = re.compile(r'^```\w+ title="(?P<title>[^"]+)"\n(?P<body>.*?)^```', re.MULTILINE | re.DOTALL)
+
+
+def readme_files() -> dict[str, str]:
+    """The files client-node/README.md gives a TypeScript project, by name."""
+    text = (NODE_DIR / "README.md").read_text()
+    section = text.split("### In a TypeScript project", 1)[-1].split("\n## ", 1)[0]
+    return {found["title"]: found["body"] for found in TITLED_BLOCK.finditer(section)}
+
+
+def dev_dependency(name: str) -> str:
+    """``name`` at the version the Node client itself is built with."""
+    return f"{name}@{json.loads((NODE_DIR / 'package.json').read_text())['devDependencies'][name]}"
+
+
+@pytest.fixture(scope="module")
+def typescript_project(dist: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    project = tmp_path_factory.mktemp("typescript-project")
+    files = readme_files()
+    assert set(files) == {"package.json", "tsconfig.json", "src/index.ts"}, set(files)
+    for name, body in files.items():
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / name).write_text(body)
+    npm = ["npm", "install", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"]
+    run([*npm, str(dist["tarball"])], cwd=project)
+    # What the README's command installs, at the versions the client is built with.
+    command = " ".join(
+        (NODE_DIR / "README.md").read_text().split("### In a TypeScript project", 1)[-1].split()
+    )
+    assert "npm pkg set type=module && npm install --save-dev typescript @types/node" in command
+    run([*npm, "--save-dev", dev_dependency("typescript"), dev_dependency("@types/node")], cwd=project)
+    return project
+
+
+def test_a_typescript_project_set_up_as_the_readme_says_compiles_and_takes_an_id(typescript_project, dev):
+    """client-node/README.md said ES modules, but not that a TypeScript
+    project needs "type": "module" (else TS1309 on top-level await) and
+    @types/node: a project made from its files compiles without an error,
+    and runs."""
+    errors, said = tsc(typescript_project)
+    assert errors == [], said
+    out = run(
+        [shutil.which("node") or "node", "dist/index.js"],
+        cwd=typescript_project,
+        env=clean_env() | {"IDBLOCKS_URL": dev.url},
+    )
+    first, unused = out.strip().splitlines()
+    assert int(first) >= 1
+    assert unused.startswith("unused: ")
+
+
+def test_without_what_the_readme_asks_for_tsc_fails_as_it_says(typescript_project):
+    """Each of the two needs is a need: without "type": "module", TS1309;
+    without Node's types, TS2580."""
+    package = json.loads((typescript_project / "package.json").read_text())
+    assert package["type"] == "module"
+    try:
+        (typescript_project / "package.json").write_text(
+            json.dumps({k: v for k, v in package.items() if k != "type"})
+        )
+        assert "TS1309" in tsc(typescript_project, "--noEmit")[0]
+    finally:
+        (typescript_project / "package.json").write_text(json.dumps(package))
+    node_types = typescript_project / "node_modules" / "@types" / "node"
+    aside = typescript_project / "node-types-aside"
+    node_types.rename(aside)
+    try:
+        assert tsc(typescript_project, "--noEmit")[0] == ["TS2580"]
+    finally:
+        aside.rename(node_types)

@@ -9,9 +9,16 @@ NOT_RUN's reasons:
     <!-- not-run: needs AWS -->
 
 (tests/infra/test_docs.py still checks that its commands name what exists).
-Every other block runs: shell with bash -e (with .venv/bin on PATH, as after
-`source .venv/bin/activate`), python with this interpreter, from the
-repository's root. An address http://127.0.0.1:PORT in a block is a dev
+Every other block runs from the repository's root, in a shell as a reader's
+is: bash -e with the PATH this test was given without .venv/bin (a block
+that uses a tool of .venv runs `source .venv/bin/activate` itself, as the
+reader must), no virtualenv active, no make of ours running it. Python
+blocks run with this interpreter, the environment's python the README says
+to use. pip runs offline (no index, and no build isolation: the
+environment's own setuptools builds a local project), so a block may
+install a project of this repository but never a package from a registry
+("installs packages" is the reason for those). What a block installs into
+the environment is uninstalled afterwards. An address http://127.0.0.1:PORT in a block is a dev
 server: 3000 one with the defaults, any other port one started with the
 `make dev DEV_ARGS="--port PORT ..."` its page gives; each is started fresh
 for this test, on a free port and a counters file of its own, and the
@@ -28,7 +35,9 @@ for what the page says may differ.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -45,7 +54,7 @@ from localrun.template import ROOT
 
 def reading_order() -> list[Path]:
     """The README, docs/ in mkdocs.yml's nav order (any page left out of it
-    after them), then the client package's README."""
+    after them), then the client packages' READMEs."""
 
     def pages(nav: object) -> list[str]:
         if isinstance(nav, str):
@@ -56,7 +65,13 @@ def reading_order() -> list[Path]:
 
     nav = [ROOT / "docs" / page for page in pages(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"])]
     rest = [page for page in sorted((ROOT / "docs").rglob("*.md")) if page not in nav]
-    return [ROOT / "README.md", *nav, *rest, ROOT / "client" / "README.md"]
+    return [
+        ROOT / "README.md",
+        *nav,
+        *rest,
+        ROOT / "client" / "README.md",
+        ROOT / "client-node" / "README.md",
+    ]
 
 
 DOC_FILES = reading_order()
@@ -186,15 +201,28 @@ def wrong_answers(example: Example, answers: list[str], stdout: str) -> list[str
     return wrong
 
 
+def readers_environment() -> dict[str, str]:
+    """This process's environment as a reader's shell has it: without
+    .venv/bin on PATH (make puts it there for the tests), no virtualenv,
+    no make, none of the client's settings; pip offline."""
+    env = subprocess_environment()
+    for name in ("IDBLOCKS_URL", "IDBLOCKS_AUTH", "VIRTUAL_ENV", "MAKEFLAGS", "MFLAGS", "MAKELEVEL"):
+        env.pop(name, None)
+    env["PATH"] = os.pathsep.join(
+        entry
+        for entry in env.get("PATH", "").split(os.pathsep)
+        if entry and Path(entry).resolve() != VENV_BIN.resolve()
+    )
+    env |= {"PIP_NO_INDEX": "1", "PIP_NO_BUILD_ISOLATION": "0", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    return env
+
+
 def run(example: Example, servers: Servers, marked: bool = False) -> subprocess.CompletedProcess[str]:
     body = with_answers(example.body)[0] if marked and example.lang != "python" else example.body
     for port in sorted({int(port) for port in LOCAL_URL.findall(body)}):
         url = servers.url_for(server_args(example.page, port))
         body = body.replace(f"http://127.0.0.1:{port}", url)
-    env = subprocess_environment()
-    env.pop("IDBLOCKS_URL", None)
-    env.pop("IDBLOCKS_AUTH", None)
-    env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
+    env = readers_environment()
     if example.lang == "python":
         argv = [sys.executable, "-c", body]
     else:
@@ -212,9 +240,46 @@ def test_the_extraction_finds_the_examples():
     """Guards the extraction itself: finding nothing would pass everything."""
     assert len(RUNNABLE) >= 8
     bodies = "\n".join(example.body for example in RUNNABLE)
-    for word in ("curl ", "idblocks create", "HttpBackend(", "FailoverBackend", ":3001", ":3002"):
+    for word in (
+        "curl ",
+        "idblocks create",
+        "HttpBackend(",
+        "FailoverBackend",
+        ":3001",
+        ":3002",
+        "openapi-python-client generate",
+        "from idblocks_client import",
+        "npx openapi-typescript",
+    ):
         assert word in bodies, word
     assert {example.lang for example in RUNNABLE} >= {"sh", "python"}
+
+
+def test_a_block_runs_in_a_shell_without_the_environment_on_path():
+    """Blocks ran with .venv/bin on PATH, so a page that used a tool of
+    .venv without saying `source .venv/bin/activate` passed here and failed
+    for its reader ("openapi-python-client: command not found")."""
+    env = readers_environment()
+    assert VENV_BIN.resolve() not in [
+        Path(entry).resolve() for entry in env["PATH"].split(os.pathsep) if entry
+    ]
+    assert "VIRTUAL_ENV" not in env
+
+
+def test_a_block_that_runs_a_node_tool_of_the_repository_installs_it_first():
+    """The tools of api-tools/ and client-node/ are in their node_modules,
+    which a fresh clone does not have: npx there found nothing installed
+    (and offered to download whatever has the name) until `make
+    api-tools`, which the page did not say. Here they are installed, so
+    the run above cannot see it; the block must say it."""
+    installs = {"api-tools": "make api-tools", "client-node": "make node"}
+    missing = []
+    for example in RUNNABLE:
+        for folder, make in installs.items():
+            at = example.body.find(f"cd {folder} && npx ")
+            if at != -1 and make not in example.body[:at]:
+                missing.append(f"{example.where}: npx in {folder}/ without `{make}` before it")
+    assert not missing
 
 
 def test_every_block_that_is_not_run_says_why_in_known_words():
@@ -248,9 +313,15 @@ def test_a_block_that_is_not_run_needs_what_its_reason_says():
     assert not wrong
 
 
+def installed() -> set[str]:
+    """The distributions installed in this environment."""
+    return {dist.metadata["Name"] for dist in importlib.metadata.distributions()}
+
+
 def test_every_runnable_example_runs_twice_against_fresh_dev_servers(tmp_path):
     servers = Servers(tmp_path)
     failures = []
+    before = installed()
     try:
         for attempt in (1, 2):
             for example in RUNNABLE:
@@ -264,6 +335,11 @@ def test_every_runnable_example_runs_twice_against_fresh_dev_servers(tmp_path):
                     failures += wrong_answers(example, with_answers(example.body)[1], done.stdout)
     finally:
         servers.stop()
+        # What a page installed (the client it generates) goes: the environment is the tests'.
+        added = sorted(installed() - before)
+        if added:
+            uninstall = [sys.executable, "-m", "pip", "uninstall", "--yes", *added]
+            subprocess.run(uninstall, capture_output=True, timeout=BLOCK_TIMEOUT, check=True)
     assert not failures, "\n\n".join(failures)
 
 

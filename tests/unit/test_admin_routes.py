@@ -237,6 +237,25 @@ def test_deleted_counter_never_hands_out_an_id_twice(api, lambda_env):
     assert api.call("admin-create", body={"name": "invoices", "start": 5000}).body["next"] == 5000
 
 
+def test_a_counter_set_forward_then_deleted_is_not_said_to_have_handed_out_ids(api, table_snapshot):
+    """`idblocks set NAME 5000`, `delete`, `create NAME --start 1000` said the
+    counter "was deleted after handing out IDs up to 4999": it had handed
+    out none; set had moved its high-water mark. The item does not record
+    which IDs were handed out, so the message names the mark and says
+    neither."""
+    api.call("admin-create", body={"name": "invoices"})
+    api.call("admin-set")  # {"next": 5000}
+    api.call("admin-delete")
+    before = table_snapshot()
+    low = api.call("admin-create", body={"name": "invoices", "start": 1000})
+    assert (low.status, low.error_code) == (409, "below_high_water_mark")
+    message = low.body["error"]["message"]
+    assert "handing out" not in message
+    assert message.startswith("counter 'invoices' was deleted with its high-water mark at 4999 ")
+    assert message.endswith("; start must be above 4999, not 1000")
+    assert table_snapshot() == before
+
+
 def test_deleted_counter_is_404_for_next_when_auto_create_is_off(api, lambda_env):
     api.call("admin-create")
     api.call("admin-delete")

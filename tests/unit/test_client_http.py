@@ -123,13 +123,16 @@ def test_gives_up_at_the_deadline():
     assert len(stub.requests) == 1
 
 
-def test_connection_refused_is_retried_then_unavailable():
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+def test_connection_refused_once_the_endpoint_has_answered_is_retried_then_unavailable():
     retry, sleeps = policy(attempts=3)
-    with pytest.raises(ServiceUnavailable, match="cannot connect"):
-        HttpBackend(f"http://127.0.0.1:{port}", retry=retry).allocate("orders", 1)
+    with StubServer([BLOCK]) as stub:
+        backend = HttpBackend(stub.url, retry=retry)
+        backend.allocate("orders", 100)
+    with socket.socket() as held:  # the stub's port, bound and not listening: refused
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        held.bind(("127.0.0.1", int(stub.url.rsplit(":", 1)[1])))
+        with pytest.raises(ServiceUnavailable, match=r"after 3 attempt\(s\): cannot connect"):
+            backend.allocate("orders", 1)
     assert len(sleeps) == 2
 
 

@@ -2,14 +2,26 @@
  * What the client is configured with is checked when it is built: a setting
  * that cannot work is a ConfigurationError at once, before any request,
  * never retried for seconds and reported as an outage. And a connection
- * refused on this machine says what is likely wrong.
+ * refused on this machine says what is likely wrong, at once while nothing
+ * has ever answered there (next() took 6 to 7 s to say it, and close() then
+ * 13 s more), and retried as an outage once something has.
  */
 
 import assert from "node:assert/strict";
 import { createServer } from "node:net";
 import { test } from "node:test";
 
-import { HttpBackend, IamAuth, type IamAuthOptions, IdBlocksError, RetryPolicy, ServiceUnavailable } from "../../src/index.js";
+import {
+  FailoverBackend,
+  HttpBackend,
+  IamAuth,
+  type IamAuthOptions,
+  IdBlocksError,
+  RetryPolicy,
+  Sequence,
+  ServiceUnavailable,
+} from "../../src/index.js";
+import { StubServer, json } from "../stub-server.js";
 
 /** ConfigurationError, by name (so that this file runs on a client without it, and fails there test by test). */
 const configurationError = { name: "ConfigurationError" };
@@ -96,4 +108,87 @@ test("a refused connection to this machine says nothing is listening, and asks w
     );
     return true;
   });
+});
+
+/** A RetryPolicy as a user gets it (with `options`), whose back-offs are recorded (and waited). */
+function recorded(options: { attempts?: number; firstContactAttempts?: number } = {}): { retry: RetryPolicy; slept: number[] } {
+  const slept: number[] = [];
+  const retry = new RetryPolicy({
+    ...options,
+    sleep: (seconds) => {
+      slept.push(seconds);
+      return new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+    },
+  });
+  return { retry, slept };
+}
+
+/** A ServiceUnavailable after `attempts` attempts; `neverAnswered` as said. */
+const failedAfter = (attempts: number, neverAnswered: boolean) => (error: unknown) => {
+  assert.ok(error instanceof ServiceUnavailable, String(error));
+  assert.ok(error.message.includes(`after ${attempts} attempt(s)`), error.message);
+  assert.equal(error.neverAnswered, neverAnswered);
+  return true;
+};
+
+// Generous: the failure takes milliseconds; what keeps these tests from
+// depending on the machine's speed is the count of attempts and back-offs.
+const PROMPTLY = 3;
+
+test("a refused connection where nothing has ever answered is tried once, with no back-off", async () => {
+  const { retry, slept } = recorded();
+  const backend = new HttpBackend(`http://127.0.0.1:${await closedPort()}`, { retry });
+  await assert.rejects(backend.allocate("orders", 1, { idempotencyKey: "k" }), failedAfter(1, true));
+  assert.deepEqual(slept, []);
+  assert.equal(backend.contact.answered, false);
+});
+
+test("once the endpoint has answered, a refused connection is retried as any network error", async () => {
+  const stub = new StubServer();
+  const url = await stub.start();
+  stub.script(json(200, { counter: "orders", start: 1, end: 1, count: 1 }));
+  const { retry, slept } = recorded({ attempts: 3 });
+  const answered = new HttpBackend(url, { retry });
+  await answered.allocate("orders", 1, { idempotencyKey: "k" });
+  await stub.stop();
+  assert.equal(answered.contact.answered, true);
+  // The same, on a port known to be closed: a backend whose endpoint has answered.
+  const backend = new HttpBackend(`http://127.0.0.1:${await closedPort()}`, { retry });
+  backend.contact.answered = true;
+  await assert.rejects(backend.allocate("orders", 1, { idempotencyKey: "k" }), failedAfter(3, false));
+  assert.equal(slept.length, 2);
+});
+
+test("firstContactAttempts lets a process wait for a server that starts after it", async () => {
+  const { retry, slept } = recorded({ attempts: 5, firstContactAttempts: 3 });
+  const backend = new HttpBackend(`http://127.0.0.1:${await closedPort()}`, { retry });
+  await assert.rejects(backend.allocate("orders", 1, { idempotencyKey: "k" }), failedAfter(3, true));
+  assert.equal(slept.length, 2);
+  assert.throws(() => new RetryPolicy({ firstContactAttempts: 0 }), RangeError);
+});
+
+test("a Sequence's first next() where nothing listens is told at once, and close() then returns at once", async () => {
+  const { retry, slept } = recorded();
+  const seq = new Sequence(new HttpBackend(`http://127.0.0.1:${await closedPort()}`, { retry }), "orders");
+  const started = performance.now();
+  await assert.rejects(seq.next(), (error: unknown) => {
+    assert.ok(error instanceof ServiceUnavailable, String(error));
+    assert.match(error.message, /is the dev server running\?/);
+    return true;
+  });
+  assert.equal(await seq.close(), 0);
+  const elapsed = (performance.now() - started) / 1000;
+  assert.deepEqual(slept, []);
+  assert.ok(elapsed < PROMPTLY, `${elapsed} s`);
+});
+
+test("regions where nothing has ever answered fail over at once, and the whole never answered either", async () => {
+  const { retry, slept } = recorded();
+  const ports = [await closedPort(), await closedPort()];
+  const backend = FailoverBackend.over(ports.map((port) => `http://127.0.0.1:${port}`), { retry });
+  await assert.rejects(backend.allocate("orders", 1, { idempotencyKey: "k" }), (error: unknown) => {
+    assert.ok(error instanceof ServiceUnavailable && error.neverAnswered, String(error));
+    return true;
+  });
+  assert.deepEqual(slept, []);
 });

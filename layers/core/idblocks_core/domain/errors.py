@@ -162,10 +162,11 @@ _CATALOGUE = (
     ErrorCode(
         "below_high_water_mark",
         409,
-        "The counter was deleted after handing out IDs; start (or max) must be above the last of "
-        f"them, which the message names. {_NOT_CHANGED}",
+        "The counter was deleted; start (or max) must be above its high-water mark, which the "
+        "message names: the last ID it handed out, or skipped (set moved it past, or blocks went "
+        f"unused). {_NOT_CHANGED}",
         "no",
-        "Leave start out (it then continues after the last ID) or give one above it.",
+        "Leave start out (it then continues above the mark) or give one above it.",
     ),
     ErrorCode(
         "counter_exhausted",
@@ -392,13 +393,17 @@ class RegionMismatch(Conflict):
 
 
 class BelowHighWaterMark(Conflict):
-    """Re-creating a deleted counter at or below IDs it already handed out."""
+    """Re-creating a deleted counter at or below its high-water mark. The
+    mark is where allocations and set left the counter: the item does not
+    say whether IDs up to it were handed out or skipped, so the message
+    says neither."""
 
     code = "below_high_water_mark"
 
     def __init__(self, name: str, field: str, value: int, high_water_mark: int) -> None:
         super().__init__(
-            f"counter '{name}' was deleted after handing out IDs up to {high_water_mark}; "
+            f"counter '{name}' was deleted with its high-water mark at {high_water_mark} "
+            f"(no ID up to it is handed out again, whether it was handed out or skipped); "
             f"{field} must be above {high_water_mark}, not {value}"
         )
 
