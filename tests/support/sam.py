@@ -1,8 +1,10 @@
 """template.yaml as CloudFormation will see it: AWS::LanguageExtensions
-resolved with given parameter values (SAM CLI's own implementation), then the
-SAM transform (samtranslator, the library CloudFormation's transform runs).
-translate_sar: the template the Serverless Application Repository publishes
-(scripts/sar_template.py), which has the SAM transform alone."""
+resolved with given parameter values and a stack's pseudo parameters (the one
+reading localrun.template makes for the dev server and `make sar` too: SAM
+CLI's own implementation), then the SAM transform (samtranslator, the library
+CloudFormation's transform runs). translate_sar: the template the Serverless
+Application Repository publishes (scripts/sar_template.py), which has the SAM
+transform alone."""
 
 from __future__ import annotations
 
@@ -11,10 +13,9 @@ import functools
 import os
 from typing import Any
 
-from samcli.lib.cfn_language_extensions.api import process_template
 from samtranslator.translator.transform import transform
 
-from localrun.template import default_template
+from localrun.template import STACK, Stack, Template
 from scripts.sar_template import SarTemplate, build
 
 
@@ -25,9 +26,11 @@ class _NoManagedPolicies:
         return {}
 
 
-def transform_sam(template: dict[str, Any], parameters: dict[str, str]) -> dict[str, Any]:
+def transform_sam(
+    template: dict[str, Any], parameters: dict[str, str], stack: Stack = STACK
+) -> dict[str, Any]:
     """The SAM transform of ``template`` as CloudFormation runs it, given the
-    stack's parameter values (and nothing before it)."""
+    stack's parameter values (and nothing before it), in ``stack``'s region."""
     template = copy.deepcopy(template)
     for resource in template["Resources"].values():
         props = resource.get("Properties", {})
@@ -35,7 +38,7 @@ def transform_sam(template: dict[str, Any], parameters: dict[str, str]) -> dict[
             if key in props:
                 props[key] = "s3://bucket/key"
     previous = os.environ.get("AWS_DEFAULT_REGION")
-    os.environ["AWS_DEFAULT_REGION"] = "us-east-1"
+    os.environ["AWS_DEFAULT_REGION"] = stack.region
     try:
         return transform(template, parameters, _NoManagedPolicies())
     finally:
@@ -45,17 +48,24 @@ def transform_sam(template: dict[str, Any], parameters: dict[str, str]) -> dict[
             os.environ["AWS_DEFAULT_REGION"] = previous
 
 
-def _translate(overrides: tuple[tuple[str, str], ...]) -> dict[str, Any]:
-    template = default_template()
-    parameters = template.parameters | dict(overrides)
-    expanded = process_template(copy.deepcopy(template.raw), parameter_values=parameters)
-    expanded["Transform"] = "AWS::Serverless-2016-10-31"
-    return transform_sam(expanded, parameters)
-
-
 @functools.cache
+def _translate(overrides: tuple[tuple[str, str], ...], stack: Stack) -> dict[str, Any]:
+    template = Template(parameter_overrides=dict(overrides), stack=stack)
+    expanded = copy.deepcopy(template.resolved.template)
+    expanded["Transform"] = "AWS::Serverless-2016-10-31"
+    return transform_sam(expanded, template.parameters, stack)
+
+
 def translate(**overrides: str) -> dict[str, Any]:
-    return _translate(tuple(sorted(overrides.items())))
+    """template.yaml as CloudFormation deploys it in the stack STACK, given
+    these parameters' values (the others' defaults). Shared: read it, never
+    change it."""
+    return _translate(tuple(sorted(overrides.items())), STACK)
+
+
+def translate_in(stack: Stack, **overrides: str) -> dict[str, Any]:
+    """The same in another stack: another name, region or account."""
+    return _translate(tuple(sorted(overrides.items())), stack)
 
 
 def method_security(cfn: dict[str, Any]) -> dict[tuple[str, str], list[dict[str, list]]]:
