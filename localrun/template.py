@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from samcli.lib.cfn_language_extensions.api import IntrinsicResolverProcessor, create_default_intrinsic_resolver
+from samcli.lib.cfn_language_extensions.api import (
+    IntrinsicResolverProcessor,
+    create_default_intrinsic_resolver,
+)
 from samcli.lib.cfn_language_extensions.models import (
     PseudoParameterValues,
     ResolutionMode,
@@ -177,6 +181,39 @@ def resolve(raw: dict[str, Any], parameters: dict[str, str], stack: Stack = STAC
     return Resolution(template, dict(context.resolved_conditions), context)
 
 
+class _NoManagedPolicies:
+    """The template names no managed policies; never ask IAM for them."""
+
+    def load(self) -> dict[str, str]:
+        return {}
+
+
+def sam_transform(
+    template: dict[str, Any], parameters: dict[str, str], stack: Stack = STACK
+) -> dict[str, Any]:
+    """The SAM transform of ``template`` as CloudFormation runs it in
+    ``stack``'s region, given the stack's parameter values, with the code and
+    layer as `sam package` would have uploaded them."""
+    # Imported here: the dev server, which reads this module, never transforms.
+    from samtranslator.translator.transform import transform
+
+    template = copy.deepcopy(template)
+    for resource in template["Resources"].values():
+        props = resource.get("Properties", {})
+        for key in ("CodeUri", "ContentUri"):
+            if key in props:
+                props[key] = "s3://bucket/key"
+    previous = os.environ.get("AWS_DEFAULT_REGION")
+    os.environ["AWS_DEFAULT_REGION"] = stack.region
+    try:
+        return dict(transform(template, parameters, _NoManagedPolicies()))
+    finally:
+        if previous is None:
+            del os.environ["AWS_DEFAULT_REGION"]
+        else:
+            os.environ["AWS_DEFAULT_REGION"] = previous
+
+
 @dataclass(frozen=True)
 class FunctionSpec:
     logical_id: str
@@ -196,6 +233,12 @@ class RouteAuth:
     api_key: bool
 
 
+@functools.cache
+def _parsed(path: Path, modified: int) -> dict[str, Any]:
+    """A template file parsed, once for each time it is written."""
+    return dict(yaml_parse(path.read_text()))
+
+
 class Template:
     def __init__(
         self,
@@ -205,7 +248,7 @@ class Template:
     ) -> None:
         self.path = path
         self.stack = stack
-        self.raw: dict[str, Any] = yaml_parse(path.read_text())
+        self.raw: dict[str, Any] = copy.deepcopy(_parsed(path, path.stat().st_mtime_ns))
         self.resources: dict[str, Any] = self.raw["Resources"]
         self.parameters = {
             name: str(spec.get("Default", "")) for name, spec in self.raw.get("Parameters", {}).items()
@@ -228,6 +271,14 @@ class Template:
         """The template as the SAM transform receives it in a stack with
         these parameters' values (resolve)."""
         return resolve(self.raw, self.parameters, self.stack)
+
+    @functools.cached_property
+    def transformed(self) -> dict[str, Any]:
+        """The template as CloudFormation deploys it in that stack: the SAM
+        transform of ``resolved``. Shared: read it, never change it."""
+        template = copy.deepcopy(self.resolved.template)
+        template["Transform"] = "AWS::Serverless-2016-10-31"
+        return sam_transform(template, self.parameters, self.stack)
 
     @functools.cached_property
     def _local(self) -> Resolution:

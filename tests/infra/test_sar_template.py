@@ -233,10 +233,12 @@ def as_published(stack: dict[str, Any], stage: str) -> dict[str, Any]:
 def without_generated_names(stack: dict[str, Any]) -> dict[str, Any]:
     """A stack with the names SAM makes up where they follow from what they
     name, not from what they do: the API deployment's (a hash of the API's
-    definition) and each inline role policy's (its place in the function's
-    Policies, where the published template still has the OpenTelemetry
-    policy's Fn::If before it)."""
-    text = re.sub(r"ApiDeployment[0-9a-f]{10}", "ApiDeployment", json.dumps(stack))
+    definition), the layer version's (a hash of its properties, where
+    template.yaml's layer name is the stack's, resolved, and the published
+    template's its Fn::Sub) and each inline role policy's (its place in the
+    function's Policies, where the published template still has the
+    OpenTelemetry policy's Fn::If before it)."""
+    text = re.sub(r"(ApiDeployment|CoreLayer)[0-9a-f]{10}", r"\1", json.dumps(stack))
     text = re.sub(r"RestApi deployment id: [0-9a-f]{40}", "RestApi deployment id: (hash)", text)
     return json.loads(re.sub(r'"PolicyName": "(\w+Role)Policy\d+"', r'"PolicyName": "\1Policy"', text))
 
