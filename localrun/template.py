@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import logging
 import os
 import re
 from dataclasses import dataclass
@@ -134,7 +135,7 @@ def _resolver(context: TemplateProcessingContext) -> IntrinsicResolver:
 
 def pipeline(context: TemplateProcessingContext) -> ProcessingPipeline:
     """SAM CLI's default pipeline (samcli.lib.cfn_language_extensions.api.
-    create_default_pipeline: tests/infra/test_local_template.py holds the two
+    create_default_pipeline: tests/infra/test_template_reading.py holds the two
     alike), on _resolver."""
     resolver = _resolver(context)
     return ProcessingPipeline(
@@ -196,6 +197,9 @@ def sam_transform(
     layer as `sam package` would have uploaded them."""
     # Imported here: the dev server, which reads this module, never transforms.
     from samtranslator.translator.transform import transform
+
+    # SAM warns after every transform that its own usage metrics went unpublished.
+    logging.getLogger("samtranslator.metrics.metrics").setLevel(logging.ERROR)
 
     template = copy.deepcopy(template)
     for resource in template["Resources"].values():

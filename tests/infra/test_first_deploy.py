@@ -20,7 +20,10 @@ from tests.infra.test_template_reading import lint_errors_of
 from tests.support.sam import parameter_sets, samconfig_overrides, translate_in
 
 SETS = parameter_sets()
-SET_IDS = [",".join(f"{name}={value}" for name, value in each)[:60] or "defaults" for each in SETS]
+SET_IDS = [
+    ",".join(f"{name}={'arn' if value.startswith('arn:') else value}" for name, value in each) or "defaults"
+    for each in SETS
+]
 # Lambda keeps this much of a region's concurrency unreserved (Lambda developer
 # guide, "Configuring reserved concurrency").
 UNRESERVED_MINIMUM = 100
