@@ -1,15 +1,46 @@
-"""Reads template.yaml for everything that runs the functions outside AWS: the
-dev server and the tests. Tables, environment variables and handlers all come
-from the template itself, so a local run cannot drift from what is deployed.
+"""Reads template.yaml for everything that runs the functions outside AWS (the
+dev server, the benchmarks), for the tests and for `make sar`: tables,
+environment variables, handlers and routes all come from the template itself,
+so a local run cannot drift from what is deployed.
+
+One reading serves them all (resolve): the template as CloudFormation's
+AWS::LanguageExtensions transform leaves it for the SAM transform, made by SAM
+CLI's own implementation of that transform, with the parameters' values and
+the pseudo parameters of a stack (STACK, or another Stack): every Fn::If,
+condition and Ref to a parameter or pseudo parameter decided, every reference
+to a resource left for CloudFormation.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
+import logging
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from samcli.lib.cfn_language_extensions.api import (
+    IntrinsicResolverProcessor,
+    create_default_intrinsic_resolver,
+)
+from samcli.lib.cfn_language_extensions.models import (
+    PseudoParameterValues,
+    ResolutionMode,
+    TemplateProcessingContext,
+)
+from samcli.lib.cfn_language_extensions.pipeline import ProcessingPipeline
+from samcli.lib.cfn_language_extensions.processors import (
+    DeletionPolicyProcessor,
+    ForEachProcessor,
+    TemplateParsingProcessor,
+    UpdateReplacePolicyProcessor,
+)
+from samcli.lib.cfn_language_extensions.resolvers import FnSubResolver, IntrinsicResolver
+from samcli.lib.cfn_language_extensions.resolvers.fn_sub import PLACEHOLDER_PATTERN
+from samcli.lib.cfn_language_extensions.utils import derive_partition, derive_url_suffix
 from samcli.yamlhelper import yaml_parse
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,6 +53,169 @@ TEMPLATE = ROOT / "template.yaml"
 # create the counters they are asked for, so trying it out needs no admin
 # call first. A deployment creates its counters through the admin API.
 LOCAL_DEFAULTS = {"AutoCreateCounters": "true"}
+
+
+@dataclass(frozen=True)
+class Stack:
+    """The pseudo parameters a template is read with: the stack's name, its
+    region and account (AWS::Partition and AWS::URLSuffix follow the region)."""
+
+    name: str = "idblocks"
+    region: str = "us-east-1"
+    account_id: str = "123456789012"
+
+    @property
+    def values(self) -> dict[str, str]:
+        """Each pseudo parameter's value, by its name (AWS::Region ...)."""
+        return {
+            "AWS::StackName": self.name,
+            "AWS::StackId": f"arn:{derive_partition(self.region)}:cloudformation:{self.region}:"
+            f"{self.account_id}:stack/{self.name}/00000000-0000-0000-0000-000000000000",
+            "AWS::Region": self.region,
+            "AWS::AccountId": self.account_id,
+            "AWS::Partition": derive_partition(self.region),
+            "AWS::URLSuffix": derive_url_suffix(self.region),
+        }
+
+    def pseudo_parameters(self) -> PseudoParameterValues:
+        values = self.values
+        return PseudoParameterValues(
+            region=self.region,
+            account_id=self.account_id,
+            stack_name=self.name,
+            stack_id=values["AWS::StackId"],
+            partition=values["AWS::Partition"],
+            url_suffix=values["AWS::URLSuffix"],
+        )
+
+
+# Outside AWS there is no stack: the template is read as the stack the tests
+# describe (idblocks in us-east-1 of account 123456789012).
+STACK = Stack()
+
+
+class _SubKeepingReferences(FnSubResolver):
+    """Fn::Sub as CloudFormation's transform leaves it. SAM CLI (1.170)
+    substitutes what it knows and returns a bare string even where a
+    ${Resource} or ${Resource.Attribute} is left in it, so the Fn::Sub that
+    CloudFormation would still resolve is lost (cfn-lint: E1029). Here the
+    function stays wherever a variable is left for CloudFormation, with the
+    parameters and pseudo parameters substituted."""
+
+    def resolve(self, value: dict[str, Any]) -> Any:
+        text, variables = self._parse_args(self.get_function_args(value))
+        variables = self._resolve_variable_map(variables)
+        left: set[str] = set()
+
+        def substitute(found: re.Match[str]) -> str:
+            name = found[1]
+            if name.startswith("!"):  # an escaped ${!Literal}: the kept function unescapes it
+                return found[0]
+            known = self._resolve_variable(name, variables)
+            if known is None or isinstance(known, dict):
+                left.add(name)
+                return found[0]
+            return self._value_to_string(known)
+
+        substituted = PLACEHOLDER_PATTERN.sub(substitute, text)
+        if not left:
+            return super().resolve(value)
+        kept = {name: variables[name] for name in sorted(left) if name in variables}
+        return {"Fn::Sub": [substituted, kept] if kept else substituted}
+
+
+def _resolver(context: TemplateProcessingContext) -> IntrinsicResolver:
+    """SAM CLI's intrinsic resolvers, in its order, with its Fn::Sub's
+    replaced (_SubKeepingReferences)."""
+    resolver = IntrinsicResolver(context)
+    for each in create_default_intrinsic_resolver(context).resolvers:
+        resolver.register_resolver(_SubKeepingReferences if type(each) is FnSubResolver else type(each))
+    return resolver
+
+
+def pipeline(context: TemplateProcessingContext) -> ProcessingPipeline:
+    """SAM CLI's default pipeline (samcli.lib.cfn_language_extensions.api.
+    create_default_pipeline: tests/infra/test_template_reading.py holds the two
+    alike), on _resolver."""
+    resolver = _resolver(context)
+    return ProcessingPipeline(
+        [
+            TemplateParsingProcessor(),
+            ForEachProcessor(intrinsic_resolver=resolver),
+            IntrinsicResolverProcessor(resolver),
+            DeletionPolicyProcessor(),
+            UpdateReplacePolicyProcessor(),
+        ]
+    )
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """A template as AWS::LanguageExtensions leaves it (``template``), and
+    the value of each of its Conditions."""
+
+    template: dict[str, Any]
+    conditions: dict[str, bool]
+    context: TemplateProcessingContext
+
+    def holds(self, expression: Any) -> bool:
+        """A condition expression written in place (a rule's RuleCondition)."""
+        value = _resolver(self.context).resolve_value(copy.deepcopy(expression))
+        if not isinstance(value, bool):
+            raise ValueError(f"cannot evaluate the condition {expression!r} outside AWS")
+        return value
+
+
+def resolve(raw: dict[str, Any], parameters: dict[str, str], stack: Stack = STACK) -> Resolution:
+    """``raw`` as CloudFormation's AWS::LanguageExtensions hands it to the SAM
+    transform, given every parameter's value and the stack's pseudo
+    parameters: SAM CLI's implementation of the transform
+    (samcli.lib.cfn_language_extensions), which resolves Resources,
+    Conditions and Outputs and leaves Globals as written."""
+    context = TemplateProcessingContext(
+        fragment=copy.deepcopy(raw),
+        parameter_values=dict(parameters),
+        pseudo_parameters=stack.pseudo_parameters(),
+        resolution_mode=ResolutionMode.PARTIAL,
+    )
+    template = pipeline(context).process_template(context)
+    return Resolution(template, dict(context.resolved_conditions), context)
+
+
+class _NoManagedPolicies:
+    """The template names no managed policies; never ask IAM for them."""
+
+    def load(self) -> dict[str, str]:
+        return {}
+
+
+def sam_transform(
+    template: dict[str, Any], parameters: dict[str, str], stack: Stack = STACK
+) -> dict[str, Any]:
+    """The SAM transform of ``template`` as CloudFormation runs it in
+    ``stack``'s region, given the stack's parameter values, with the code and
+    layer as `sam package` would have uploaded them."""
+    # Imported here: the dev server, which reads this module, never transforms.
+    from samtranslator.translator.transform import transform
+
+    # SAM warns after every transform that its own usage metrics went unpublished.
+    logging.getLogger("samtranslator.metrics.metrics").setLevel(logging.ERROR)
+
+    template = copy.deepcopy(template)
+    for resource in template["Resources"].values():
+        props = resource.get("Properties", {})
+        for key in ("CodeUri", "ContentUri"):
+            if key in props:
+                props[key] = "s3://bucket/key"
+    previous = os.environ.get("AWS_DEFAULT_REGION")
+    os.environ["AWS_DEFAULT_REGION"] = stack.region
+    try:
+        return dict(transform(template, parameters, _NoManagedPolicies()))
+    finally:
+        if previous is None:
+            del os.environ["AWS_DEFAULT_REGION"]
+        else:
+            os.environ["AWS_DEFAULT_REGION"] = previous
 
 
 @dataclass(frozen=True)
@@ -43,10 +237,22 @@ class RouteAuth:
     api_key: bool
 
 
+@functools.cache
+def _parsed(path: Path, modified: int) -> dict[str, Any]:
+    """A template file parsed, once for each time it is written."""
+    return dict(yaml_parse(path.read_text()))
+
+
 class Template:
-    def __init__(self, path: Path = TEMPLATE, parameter_overrides: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path = TEMPLATE,
+        parameter_overrides: dict[str, str] | None = None,
+        stack: Stack = STACK,
+    ) -> None:
         self.path = path
-        self.raw: dict[str, Any] = yaml_parse(path.read_text())
+        self.stack = stack
+        self.raw: dict[str, Any] = copy.deepcopy(_parsed(path, path.stat().st_mtime_ns))
         self.resources: dict[str, Any] = self.raw["Resources"]
         self.parameters = {
             name: str(spec.get("Default", "")) for name, spec in self.raw.get("Parameters", {}).items()
@@ -63,6 +269,25 @@ class Template:
         self.local_parameters = self.parameters | {
             name: value for name, value in LOCAL_DEFAULTS.items() if name not in (parameter_overrides or {})
         }
+
+    @functools.cached_property
+    def resolved(self) -> Resolution:
+        """The template as the SAM transform receives it in a stack with
+        these parameters' values (resolve)."""
+        return resolve(self.raw, self.parameters, self.stack)
+
+    @functools.cached_property
+    def transformed(self) -> dict[str, Any]:
+        """The template as CloudFormation deploys it in that stack: the SAM
+        transform of ``resolved``. Shared: read it, never change it."""
+        template = copy.deepcopy(self.resolved.template)
+        template["Transform"] = "AWS::Serverless-2016-10-31"
+        return sam_transform(template, self.parameters, self.stack)
+
+    @functools.cached_property
+    def _local(self) -> Resolution:
+        """The same with the values a local run gives the functions (LOCAL_DEFAULTS)."""
+        return resolve(self.raw, self.local_parameters, self.stack)
 
     def of_type(self, resource_type: str) -> dict[str, Any]:
         return {k: v for k, v in self.resources.items() if v["Type"] == resource_type}
@@ -89,7 +314,10 @@ class Template:
     def functions(self) -> dict[str, FunctionSpec]:
         specs = {}
         globals_ = self.raw.get("Globals", {}).get("Function", {})
-        for logical_id, resource in self.of_type("AWS::Serverless::Function").items():
+        resources = self.resolved.template["Resources"]
+        for logical_id, resource in resources.items():
+            if resource["Type"] != "AWS::Serverless::Function":
+                continue
             props = resource["Properties"]
             module, handler = props["Handler"].rsplit(".", 1)
             # Only the stack's own layers run locally: a layer given by ARN
@@ -97,8 +325,8 @@ class Template:
             # SAM puts Globals' layers before the function's own.
             layers = [
                 layer
-                for layer in map(self._taken, [*globals_.get("Layers", []), *props.get("Layers", [])])
-                if isinstance(layer, dict) and layer.get("Ref") in self.resources
+                for layer in [*globals_.get("Layers", []), *props.get("Layers", [])]
+                if isinstance(layer, dict) and layer.get("Ref") in resources
             ]
             timeout = props.get("Timeout", globals_.get("Timeout", 3))
             specs[logical_id] = FunctionSpec(
@@ -106,10 +334,8 @@ class Template:
                 code_dir=ROOT / props["CodeUri"],
                 module=module,
                 handler=handler,
-                layer_dirs=tuple(
-                    ROOT / self.resources[ref["Ref"]]["Properties"]["ContentUri"] for ref in layers
-                ),
-                timeout_seconds=float(self._resolve(timeout, {})),
+                layer_dirs=tuple(ROOT / resources[ref["Ref"]]["Properties"]["ContentUri"] for ref in layers),
+                timeout_seconds=float(self._value(timeout, {}, self.parameters)),
             )
         return specs
 
@@ -117,58 +343,48 @@ class Template:
         """Each API route's authentication, by (METHOD, path), as the
         template's Api events say for the parameters' values: the event's
         Authorizer, else its API's DefaultAuthorizer; its ApiKeyRequired."""
-        apis = self.of_type("AWS::Serverless::Api")
+        resources = self.resolved.template["Resources"]
         found = {}
-        for resource in self.of_type("AWS::Serverless::Function").values():
+        for resource in resources.values():
+            if resource["Type"] != "AWS::Serverless::Function":
+                continue
             for event in resource["Properties"].get("Events", {}).values():
                 if event["Type"] != "Api":
                     continue
                 props = event["Properties"]
-                api = apis[props["RestApiId"]["Ref"]]["Properties"].get("Auth", {})
+                api = resources[props["RestApiId"]["Ref"]]["Properties"].get("Auth", {})
                 auth = props.get("Auth", {})
                 authorizer = auth.get("Authorizer", api.get("DefaultAuthorizer", "NONE"))
-                api_key = self._taken(auth.get("ApiKeyRequired", api.get("ApiKeyRequired", False)))
+                api_key = auth.get("ApiKeyRequired", api.get("ApiKeyRequired", False))
                 found[props["Method"].upper(), props["Path"]] = RouteAuth(
-                    sigv4=self._resolve(authorizer, {}) == "AWS_IAM",
-                    api_key=api_key != NO_VALUE and self._resolve(api_key, {}) == "true",
+                    sigv4=self._value(authorizer, {}, self.parameters) == "AWS_IAM",
+                    api_key=self._value(api_key, {}, self.parameters) == "true",
                 )
         return found
 
-    def _taken(self, value: Any) -> Any:
-        """``value`` with each Fn::If replaced by the branch its condition takes."""
-        while isinstance(value, dict) and set(value) == {"Fn::If"}:
-            condition, if_true, if_false = value["Fn::If"]
-            value = if_true if self.condition(condition) else if_false
-        return value
-
     def environment(self, logical_id: str, physical_names: dict[str, str]) -> dict[str, str]:
         """A function's environment variables as a local run gives them:
-        Globals merged with its own, Refs resolved to parameter values (with
-        LOCAL_DEFAULTS) or to ``physical_names`` of resources."""
+        Globals merged with its own, the parameters' values with
+        LOCAL_DEFAULTS, and Refs to resources as ``physical_names``."""
         globals_ = self.raw.get("Globals", {}).get("Function", {})
         variables = dict(globals_.get("Environment", {}).get("Variables", {}))
-        own = self.resources[logical_id]["Properties"].get("Environment", {}).get("Variables", {})
-        variables.update(own)
-        found = {}
-        for key, value in variables.items():
-            taken = self._taken(value)
-            if taken != NO_VALUE:
-                found[key] = self._resolve(taken, physical_names, local=True)
-        return found
+        own = self._local.template["Resources"][logical_id]["Properties"].get("Environment", {})
+        variables.update(own.get("Variables", {}))
+        return {
+            key: self._value(value, physical_names, self.local_parameters) for key, value in variables.items()
+        }
 
-    def _resolve(self, value: Any, physical_names: dict[str, str], *, local: bool = False) -> str:
-        """A value as CloudFormation would give it: literals, Refs to
-        parameters (their defaults, or the overrides; ``local``: with
-        LOCAL_DEFAULTS) and to resources (``physical_names``), and Fn::If on
-        the template's Conditions."""
-        value = self._taken(value)
+    def _value(self, value: Any, physical_names: dict[str, str], parameters: dict[str, str]) -> str:
+        """A value the language extensions have resolved (or Globals', which
+        they leave as written: a literal or a Ref) as CloudFormation gives
+        it: literals, Refs to ``parameters`` and to resources
+        (``physical_names``)."""
         if isinstance(value, bool):
             return str(value).lower()
         if isinstance(value, str | int | float):
             return str(value)
         if isinstance(value, dict) and set(value) == {"Ref"}:
             ref = value["Ref"]
-            parameters = self.local_parameters if local else self.parameters
             if ref in parameters:
                 return parameters[ref]
             if ref in physical_names:
@@ -178,32 +394,14 @@ class Template:
     def condition(self, name: str) -> bool:
         """The value of one of the template's Conditions with its parameters'
         values (defaults, or the overrides)."""
-        conditions = self.raw.get("Conditions", {})
-        if name not in conditions:
+        if name not in self.raw.get("Conditions", {}):
             raise ValueError(f"template.yaml has no condition {name!r}")
-        return self._holds(conditions[name])
+        return self.resolved.conditions[name]
 
     def holds(self, expression: Any) -> bool:
         """A condition expression written in place (a rule's RuleCondition)
         with the parameters' values."""
-        return self._holds(expression)
-
-    def _holds(self, expression: Any) -> bool:
-        if isinstance(expression, dict) and len(expression) == 1:
-            ((function, arguments),) = expression.items()
-            if function == "Condition":
-                return self.condition(arguments)
-            if function == "Fn::Equals":
-                left, right = (self._resolve(argument, {}) for argument in arguments)
-                return left == right
-            if function == "Fn::Not":
-                (inner,) = arguments
-                return not self._holds(inner)
-            if function == "Fn::And":
-                return all(self._holds(inner) for inner in arguments)
-            if function == "Fn::Or":
-                return any(self._holds(inner) for inner in arguments)
-        raise ValueError(f"cannot evaluate the condition {expression!r} outside AWS")
+        return self.resolved.holds(expression)
 
 
 @functools.cache

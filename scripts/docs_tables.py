@@ -31,6 +31,7 @@ from idblocks import cli
 from idblocks.operations import Operations
 from localrun.openapi import errors_table
 from localrun.template import ROOT
+from scripts import parameter_changes
 
 DOCS = ROOT / "docs"
 BLOCK = re.compile(
@@ -204,6 +205,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "cli-exit": cli_exit_table,
     "api-operations": operations_table,
     "client-operations": client_operations_table,
+    "parameter-changes": parameter_changes.table,
 }
 
 

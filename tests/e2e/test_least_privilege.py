@@ -104,12 +104,17 @@ def test_the_client_cannot_invoke_a_function_directly(target, principal, counter
     stack = os.environ.get(STACK_VARIABLE)
     if not stack:
         pytest.skip("the functions' names come from the stack: give STACK")
+    import boto3
     from botocore.exceptions import ClientError
 
+    # CloudFormation names the function: read its name with the runner's credentials.
+    cloudformation = boto3.client("cloudformation", region_name=target.region)
+    resource = cloudformation.describe_stack_resource(StackName=stack, LogicalResourceId="NextFunction")
+    function = resource["StackResourceDetail"]["PhysicalResourceId"]
     lambda_client = principal.session().create_client("lambda", region_name=target.region)
     event = {"requestContext": {"stage": "v1", "apiId": "forged"}, "httpMethod": "POST"}
     with pytest.raises(ClientError) as refused:
-        lambda_client.invoke(FunctionName=f"{stack}-next:live", Payload=json.dumps(event).encode())
+        lambda_client.invoke(FunctionName=f"{function}:live", Payload=json.dumps(event).encode())
     assert refused.value.response["Error"]["Code"] == "AccessDeniedException"
 
 

@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from localrun.template import STACK
 from tests.support.sam import translate
 
 ALARMS = {
@@ -66,7 +67,7 @@ def test_api_alarms_name_the_api_as_sam_names_it():
     ):
         [(namespace, name, dimensions)] = _stats(alarms[logical_id])
         assert (namespace, name) == ("AWS/ApiGateway", metric)
-        assert dimensions == {"ApiName": {"Ref": "AWS::StackName"}, "Stage": "prod"}
+        assert dimensions == {"ApiName": STACK.name, "Stage": "prod"}
     assert alarms["ApiLatencyAlarm"]["ExtendedStatistic"] == "p99"
 
 

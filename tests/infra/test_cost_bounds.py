@@ -29,15 +29,16 @@ def test_the_throttle_parameters_say_they_limit_each_method():
     assert (setting["ResourcePath"], setting["HttpMethod"]) == ("/*", "*")
 
 
-@pytest.mark.parametrize(("client", "admin"), [("100", "5"), ("7", "0"), ("0", "2")])
+@pytest.mark.parametrize(("client", "admin"), [("100", "5"), ("7", "0"), ("0", "2"), ("0", "0")])
 def test_reserved_concurrency_bounds_each_function(client, admin):
     """No function had reserved concurrency: a surge or a hot counter could
     take the account's whole pool. Each function's now comes from its
-    parameter; 0 leaves it unreserved."""
+    parameter; 0, the default (a new account can reserve none:
+    tests/infra/test_first_deploy.py), leaves it unreserved."""
     template = Template()
     assert (template.parameters["ReservedConcurrency"], template.parameters["AdminReservedConcurrency"]) == (
-        "100",
-        "5",
+        "0",
+        "0",
     )
     resources = translate(ReservedConcurrency=client, AdminReservedConcurrency=admin)["Resources"]
     for function, parameter in FUNCTIONS.items():

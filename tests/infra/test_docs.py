@@ -248,10 +248,13 @@ def test_make_clean_removes_what_the_project_generates_and_keeps_dev_state_unles
 
 
 def readme_parameter_defaults() -> dict[str, str]:
+    """The Deploy page's parameter table (| Parameter | Default | |): each
+    parameter's default as it says."""
     text = DEPLOY.read_text()
     section = text.split("\n## Deploy\n", 1)[1].split("\n## ", 1)[0]
+    table = section.split("\n| Parameter | Default | |\n", 1)[1].split("\n\n", 1)[0]
     defaults = {}
-    for row in re.findall(r"^\|(.+)\|$", section, re.MULTILINE):
+    for row in re.findall(r"^\|(.+)\|$", table, re.MULTILINE):
         cells = [cell.strip() for cell in row.split("|")]
         names = re.findall(r"`(\w+)`", cells[0])
         values = [value.strip().strip("`") for value in cells[1].split(" / ")]
@@ -339,17 +342,60 @@ def deploy_section() -> str:
     return DEPLOY.read_text().split("\n## Deploy\n", 1)[1].split("\n### ", 1)[0]
 
 
-def test_the_first_deploy_says_the_concurrency_quota_the_defaults_need(template):
-    """The defaults reserve 205 units of Lambda concurrency, and Lambda keeps
-    100 unreserved: an account below 305 failed the first deploy with
-    nothing on the page saying why or what to set."""
+def test_the_first_deploy_on_a_new_account_needs_no_concurrency_quota(template):
+    """The defaults reserved 205 units of Lambda concurrency, and Lambda keeps
+    100 unreserved: an account below 305, as every new one is, failed the
+    first deploy. The page says the defaults reserve none, why, and what
+    production reserves and needs."""
     defaults = template.parameters
-    reserved = 2 * int(defaults["ReservedConcurrency"]) + int(defaults["AdminReservedConcurrency"])
+    assert (defaults["ReservedConcurrency"], defaults["AdminReservedConcurrency"]) == ("0", "0")
     section = " ".join(deploy_section().split())
-    assert f"{reserved} in all" in section
-    assert f"at least {reserved + 100}" in section
+    assert "**The first deploy on a new account.**" in section
+    assert "reserve no Lambda concurrency" in section
+    assert "10 or 50" in section
     assert "decreases account's UnreservedConcurrentExecution below its minimum value" in section
-    assert "ReservedConcurrency=0 AdminReservedConcurrency=0" in section
+    assert "**Production values.**" in section
+    assert "205 in all" in section
+    assert "at least 305" in section
+
+
+def test_the_deploy_page_says_what_to_do_after_a_failed_first_deploy():
+    """A failed first create rolled back and left the log groups, and the
+    page said nothing of a retry. It now says what a failed create leaves
+    (the counters table, empty), how to retry, and how to delete the table."""
+    section = deploy_section()
+    assert "**If the first deploy fails.**" in section
+    lines = [
+        line for block in SHELL_BLOCK.findall(section) for line in block.replace("\\\n", " ").splitlines()
+    ]
+    commands = [" ".join(shlex.split(line.split("#")[0])[:3]) for line in lines if line.strip()]
+    for expected in (
+        "aws cloudformation describe-stack-events",
+        "aws cloudformation delete-stack",
+        "aws cloudformation wait",
+        "aws dynamodb update-table",
+        "aws dynamodb delete-table",
+    ):
+        assert expected in commands, expected
+    text = " ".join(section.split())
+    assert "RetainExceptOnCreate" in text
+    assert "ROLLBACK_FAILED" in text
+
+
+def test_the_deploy_page_says_how_to_change_a_parameter_safely():
+    """With AWS::LanguageExtensions the parameters' values are written into
+    the stack's template: an update that reuses it keeps the old values and
+    reports success. The page says so, and to change parameters with
+    `sam deploy`, which sends the template."""
+    section = DEPLOY.read_text().split("\n### Changing a parameter\n", 1)[1].split("\n### ", 1)[0]
+    text = " ".join(section.split())
+    assert "**Always with the template.**" in text
+    assert "--use-previous-template" in text
+    assert '"Use current template"' in text
+    assert "keeps the old values" in text
+    commands = [line for block in SHELL_BLOCK.findall(section) for line in block.splitlines()]
+    assert any(line.startswith("sam deploy --parameter-overrides") for line in commands)
+    assert "<!-- generated: parameter-changes" in section
 
 
 def test_the_first_deploy_is_followed_by_creating_the_counters(template):
@@ -358,7 +404,9 @@ def test_the_first_deploy_is_followed_by_creating_the_counters(template):
     assert template.parameters["AutoCreateCounters"] == "false"
     section = deploy_section()
     assert "**Create your counters.**" in section
-    lines = [line for block in SHELL_BLOCK.findall(section) for line in block.splitlines()]
+    lines = [
+        line for block in SHELL_BLOCK.findall(section) for line in block.replace("\\\n", " ").splitlines()
+    ]
     commands = [argv for argv in (shlex.split(line.split("#")[0]) for line in lines) if argv]
     create = [argv for argv in commands if argv[:2] == ["idblocks", "create"]]
     assert create, "no idblocks create in the Deploy section"

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from localrun.template import NO_VALUE, ROOT, Template, default_template
+from localrun.template import NO_VALUE, ROOT, STACK, Template, default_template
 from scripts import sar_template
 from scripts.sar_template import (
     DECIDED,
@@ -170,10 +170,11 @@ def deployed(cfn: dict[str, Any], values: dict[str, str]) -> dict[str, Any]:
     creates them for a stack with these parameter values: each condition
     decided as template.yaml's of that name, an entry whose condition is false
     left out, each Fn::If's branch taken, AWS::NoValue left out, parameters
-    (Ref, ${Name} in Fn::Sub) replaced by their values. An Fn::Sub without
-    variables of its own is its text, as the language extensions' local
-    processor writes what it could not resolve (${AWS::StackName})."""
+    and pseudo parameters (Ref, ${Name} in Fn::Sub) replaced by their values
+    (those of the stack the tests describe, STACK). An Fn::Sub left with no
+    variable is its text, as the language extensions write it."""
     source = Template(parameter_overrides=values)
+    known = source.parameters | STACK.values
 
     def resolve(value: Any) -> Any:
         if isinstance(value, list):
@@ -183,16 +184,18 @@ def deployed(cfn: dict[str, Any], values: dict[str, str]) -> dict[str, Any]:
         if set(value) == {"Fn::If"}:
             name, if_true, if_false = value["Fn::If"]
             return resolve(if_true if source.condition(name) else if_false)
-        if set(value) == {"Ref"} and value["Ref"] in source.parameters:
-            return source.parameters[value["Ref"]]
+        if set(value) == {"Ref"} and value["Ref"] in known:
+            return known[value["Ref"]]
         if set(value) == {"Fn::Sub"}:
             text, own = value["Fn::Sub"] if isinstance(value["Fn::Sub"], list) else (value["Fn::Sub"], {})
             text = re.sub(
-                r"\$\{(\w+)\}",
-                lambda found: found[0] if found[1] in own else source.parameters.get(found[1], found[0]),
+                r"\$\{([\w:]+)\}",
+                lambda found: found[0] if found[1] in own else known.get(found[1], found[0]),
                 text,
             )
-            return {"Fn::Sub": [text, resolve(own)]} if own else text
+            if own:
+                return {"Fn::Sub": [text, resolve(own)]}
+            return {"Fn::Sub": text} if re.search(r"\$\{[^!]", text) else text.replace("${!", "${")
         return {key: item for key, item in ((k, resolve(v)) for k, v in value.items()) if item != NO_VALUE}
 
     return {
@@ -230,10 +233,12 @@ def as_published(stack: dict[str, Any], stage: str) -> dict[str, Any]:
 def without_generated_names(stack: dict[str, Any]) -> dict[str, Any]:
     """A stack with the names SAM makes up where they follow from what they
     name, not from what they do: the API deployment's (a hash of the API's
-    definition) and each inline role policy's (its place in the function's
-    Policies, where the published template still has the OpenTelemetry
-    policy's Fn::If before it)."""
-    text = re.sub(r"ApiDeployment[0-9a-f]{10}", "ApiDeployment", json.dumps(stack))
+    definition), the layer version's (a hash of its properties, where
+    template.yaml's layer name is the stack's, resolved, and the published
+    template's its Fn::Sub) and each inline role policy's (its place in the
+    function's Policies, where the published template still has the
+    OpenTelemetry policy's Fn::If before it)."""
+    text = re.sub(r"(ApiDeployment|CoreLayer)[0-9a-f]{10}", r"\1", json.dumps(stack))
     text = re.sub(r"RestApi deployment id: [0-9a-f]{40}", "RestApi deployment id: (hash)", text)
     return json.loads(re.sub(r'"PolicyName": "(\w+Role)Policy\d+"', r'"PolicyName": "\1Policy"', text))
 

@@ -1,61 +1,36 @@
 """template.yaml as CloudFormation will see it: AWS::LanguageExtensions
-resolved with given parameter values (SAM CLI's own implementation), then the
-SAM transform (samtranslator, the library CloudFormation's transform runs).
-translate_sar: the template the Serverless Application Repository publishes
-(scripts/sar_template.py), which has the SAM transform alone."""
+resolved with given parameter values and a stack's pseudo parameters (the one
+reading localrun.template makes for the dev server and `make sar` too: SAM
+CLI's own implementation), then the SAM transform (samtranslator, the library
+CloudFormation's transform runs). translate_sar: the template the Serverless
+Application Repository publishes (scripts/sar_template.py), which has the SAM
+transform alone."""
 
 from __future__ import annotations
 
-import copy
 import functools
-import os
 from typing import Any
 
-from samcli.lib.cfn_language_extensions.api import process_template
-from samtranslator.translator.transform import transform
-
-from localrun.template import default_template
+from localrun.template import ROOT, STACK, Stack, Template
+from localrun.template import sam_transform as transform_sam
 from scripts.sar_template import SarTemplate, build
 
 
-class _NoManagedPolicies:
-    """The template names no managed policies; never ask IAM for them."""
-
-    def load(self) -> dict[str, str]:
-        return {}
-
-
-def transform_sam(template: dict[str, Any], parameters: dict[str, str]) -> dict[str, Any]:
-    """The SAM transform of ``template`` as CloudFormation runs it, given the
-    stack's parameter values (and nothing before it)."""
-    template = copy.deepcopy(template)
-    for resource in template["Resources"].values():
-        props = resource.get("Properties", {})
-        for key in ("CodeUri", "ContentUri"):  # as `sam package` would have uploaded them
-            if key in props:
-                props[key] = "s3://bucket/key"
-    previous = os.environ.get("AWS_DEFAULT_REGION")
-    os.environ["AWS_DEFAULT_REGION"] = "us-east-1"
-    try:
-        return transform(template, parameters, _NoManagedPolicies())
-    finally:
-        if previous is None:
-            del os.environ["AWS_DEFAULT_REGION"]
-        else:
-            os.environ["AWS_DEFAULT_REGION"] = previous
-
-
-def _translate(overrides: tuple[tuple[str, str], ...]) -> dict[str, Any]:
-    template = default_template()
-    parameters = template.parameters | dict(overrides)
-    expanded = process_template(copy.deepcopy(template.raw), parameter_values=parameters)
-    expanded["Transform"] = "AWS::Serverless-2016-10-31"
-    return transform_sam(expanded, parameters)
-
-
 @functools.cache
+def _translate(overrides: tuple[tuple[str, str], ...], stack: Stack) -> dict[str, Any]:
+    return Template(parameter_overrides=dict(overrides), stack=stack).transformed
+
+
 def translate(**overrides: str) -> dict[str, Any]:
-    return _translate(tuple(sorted(overrides.items())))
+    """template.yaml as CloudFormation deploys it in the stack STACK, given
+    these parameters' values (the others' defaults). Shared: read it, never
+    change it."""
+    return _translate(tuple(sorted(overrides.items())), STACK)
+
+
+def translate_in(stack: Stack, **overrides: str) -> dict[str, Any]:
+    """The same in another stack: another name, region or account."""
+    return _translate(tuple(sorted(overrides.items())), stack)
 
 
 def method_security(cfn: dict[str, Any]) -> dict[tuple[str, str], list[dict[str, list]]]:
@@ -104,3 +79,37 @@ def translate_sar(settings: dict[str, str] | None = None, **overrides: str) -> d
     CloudFormation sees it: no language extensions, only the SAM transform,
     given the stack's parameter values."""
     return _translate_sar(tuple(sorted((settings or {}).items())), tuple(sorted(overrides.items())))
+
+
+def samconfig_overrides(environment: str) -> dict[str, str]:
+    """The parameter values samconfig.toml's [environment] deploys with."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "samconfig.toml").read_text())
+    pairs = config[environment]["deploy"]["parameters"].get("parameter_overrides", "").split()
+    return dict(pair.split("=", 1) for pair in pairs)
+
+
+def samconfig_environments() -> list[str]:
+    import tomllib
+
+    return [name for name in tomllib.loads((ROOT / "samconfig.toml").read_text()) if name != "version"]
+
+
+@functools.cache
+def parameter_sets() -> tuple[tuple[tuple[str, str], ...], ...]:
+    """Every set of parameter values the template tests read it with: the
+    defaults, each samconfig.toml environment's, and both sides of each
+    change scripts/parameter_changes.py describes (every value of every
+    parameter that lists its values, a custom domain, API keys with a quota,
+    deep traces...)."""
+    from scripts.parameter_changes import changes_of
+
+    found = {(): None}
+    for environment in samconfig_environments():
+        found[tuple(sorted(samconfig_overrides(environment).items()))] = None
+    for parameter in Template().parameters:
+        for settings, before, after in changes_of(parameter):
+            for value in (before, after):
+                found[tuple(sorted((settings | {parameter: value}).items()))] = None
+    return tuple(found)
