@@ -201,17 +201,21 @@ export class BlockSizer {
    * one. null when the bound cannot bind (fixed sizes, or the bound off).
    */
   youngTail(): number | null {
-    if (!this.bounded || this.minimum >= this.last) return null;
-    return Math.max(1, Math.ceil(this.taken * YOUNG_TAIL_SHARE), Math.floor((this.taken - this.last) / 2));
+    const wanted = this.#wanted();
+    if (!this.bounded || this.minimum >= wanted) return null;
+    return Math.max(1, Math.ceil(this.taken * YOUNG_TAIL_SHARE), Math.floor((this.taken - wanted) / 2));
+  }
+
+  /** The size the rate asks for now: a runway's worth, growing at most maxGrowth times on the last, within minimum and maximum. */
+  #wanted(): number {
+    if (this.rate === null) return this.last;
+    const wanted = Math.min(this.rate * this.currentRunway, this.last * this.maxGrowth);
+    return Math.trunc(Math.min(this.maximum, Math.max(this.minimum, wanted)));
   }
 
   /** The size of the next block, with `held` IDs held unused now. */
   nextSize(held = 0): number {
-    if (this.rate !== null) {
-      let wanted = this.rate * this.currentRunway;
-      wanted = Math.min(wanted, this.last * this.maxGrowth);
-      this.last = Math.trunc(Math.min(this.maximum, Math.max(this.minimum, wanted)));
-    }
+    this.last = this.#wanted();
     if (this.bounded && this.taken) {
       // used - held, where used = taken - held: what is held after this
       // block lands is at most what was used before it.

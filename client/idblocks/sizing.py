@@ -178,16 +178,22 @@ class BlockSizer:
         enough that it need not, or YOUNG_TAIL_SHARE of the IDs taken (this
         block included), at least one. None when the bound cannot bind
         (fixed sizes, or the bound off)."""
-        if not self.bounded or self.minimum >= self.last:
+        wanted = self._wanted()
+        if not self.bounded or self.minimum >= wanted:
             return None
-        return max(1, math.ceil(self.taken * YOUNG_TAIL_SHARE), (self.taken - self.last) // 2)
+        return max(1, math.ceil(self.taken * YOUNG_TAIL_SHARE), (self.taken - wanted) // 2)
+
+    def _wanted(self) -> int:
+        """The size the rate asks for now: a runway's worth, growing at most
+        max_growth times on the last, within minimum and maximum."""
+        if self.rate is None:
+            return self.last
+        wanted = min(self.rate * self.current_runway, self.last * self.max_growth)
+        return int(min(self.maximum, max(self.minimum, wanted)))
 
     def next_size(self, held: int = 0) -> int:
         """The size of the next block, with ``held`` IDs held unused now."""
-        if self.rate is not None:
-            wanted = self.rate * self.current_runway
-            wanted = min(wanted, self.last * self.max_growth)
-            self.last = int(min(self.maximum, max(self.minimum, wanted)))
+        self.last = self._wanted()
         if self.bounded and self.taken:
             # used - held, where used = taken - held: what is held after
             # this block lands is at most what was used before it.
