@@ -157,7 +157,9 @@ class HeldIds:
 
     def _start_block(self, ids: range) -> None:
         # The later segment is what is left when the next block is requested.
-        tail = prefetch_tail(len(ids), self.prefetch_at, self.sizer.rate, self._latency, self.sizer.young_tail())
+        tail = prefetch_tail(
+            len(ids), self.prefetch_at, self.sizer.rate, self._latency, self.sizer.young_tail()
+        )
         split = len(ids) - tail
         self._block = ids
         if self.prefetch and split > 0:

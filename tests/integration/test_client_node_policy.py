@@ -82,7 +82,9 @@ def python_replay(case: dict) -> dict:
             getattr(sizer, op)(*args)
         tail = sizer.young_tail()
         held = args[0] if op == "held" else 0
-        sizes.append([sizer.next_size(held), sizer.current_runway, sizer.rate, tail, sizer.bounded, sizer.draining])
+        sizes.append(
+            [sizer.next_size(held), sizer.current_runway, sizer.rate, tail, sizer.bounded, sizer.draining]
+        )
     tailed = [prefetch_tail(*args) for args in case["tails"]]
     latency, latencies = None, []
     for _, _, _, seconds, _ in case["tails"]:
