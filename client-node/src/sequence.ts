@@ -325,9 +325,9 @@ class SequenceImpl<Id extends number | bigint> {
    * the Sequence goes on serving; IDs already held are handed out first, and
    * close works as before. Called as early as the process knows it will stop
    * while it still serves (a preStop hook, a SIGTERM before a grace period),
-   * it leaves about a second's worth of IDs held at the stop instead of up
-   * to 1.5 runways' worth. Waits for nothing and sends nothing; calling it
-   * again, or once closed, changes nothing.
+   * it leaves about half a second's worth of IDs held at the stop (at most a
+   * second's) instead of up to 1.5 runways' worth. Waits for nothing and
+   * sends nothing; calling it again, or once closed, changes nothing.
    */
   drain(): void {
     this.sizer.drain();

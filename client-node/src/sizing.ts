@@ -39,9 +39,10 @@ export const DRAIN_RUNWAY = 0.5;
 
 /**
  * While young, the next block is asked for when at most this share of all
- * the IDs taken is left (BlockSizer.youngTail), so that the start bound still lets it be 15/16 of
- * them: from a first block of 16, about 1.94 times as many taken per block
- * (11 requests to 10,000 IDs taken as fast as they can be).
+ * the IDs taken is left (BlockSizer.youngTail), so that the start bound
+ * still lets it be 15/16 of them: from a first block of 16, about 1.94 times
+ * as many taken per block (11 requests to 10,000 IDs taken as fast as they
+ * can be).
  */
 export const YOUNG_TAIL_SHARE = 1 / 32;
 

@@ -118,9 +118,10 @@ class BlockHolder(HeldIds, Generic[B]):
         block's size (by default INITIAL_BLOCK, 16, within min_block and
         max_block); later ones adapt to the rate, and while the sequence is
         young never bring what it holds above what it has used (see
-        idblocks.sizing), so give it when the count or rate is known. ``prefetch_at`` is the share of
-        a block still unused when the next one is requested; it grows by
-        itself when requests take longer than that share lasts.
+        idblocks.sizing), so give it when the count or rate is known.
+        ``prefetch_at`` is the share of a block still unused when the next
+        one is requested; it grows by itself when requests take longer than
+        that share lasts.
         ``wait_timeout`` bounds how long a call waits for a block (inf: no
         bound); each request is bounded by the backend's retry policy.
         ``max_batch`` is the service's MaxBatchSize: the largest
@@ -231,8 +232,9 @@ class BlockHolder(HeldIds, Generic[B]):
         used) while the sequence goes on serving; IDs already held are
         handed out first, and close works as before. Called as early as the
         process knows it will stop while it still serves (a preStop hook,
-        a SIGTERM before a grace period), it leaves about a second's worth
-        of IDs held at the stop instead of up to 1.5 runways' worth. Waits
+        a SIGTERM before a grace period), it leaves about half a second's
+        worth of IDs held at the stop (at most a second's) instead of up to
+        1.5 runways' worth. Waits
         for nothing, takes no lock and sends nothing, so a signal handler
         may call it; calling it again, or once closed, changes nothing."""
         self.sizer.drain()

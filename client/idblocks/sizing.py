@@ -91,9 +91,9 @@ class BlockSizer:
     held never exceeds what was used, however soon the client stops; it
     stops binding once a runway's worth has been used, and is lifted by
     the first capacity refusal (a hot counter cannot afford the dozen
-    small requests it costs: sizes then grow max_growth times a block). ``drain()``: from
-    then on the runway is DRAIN_RUNWAY (capacity refusals still lengthen
-    it), for a process about to stop."""
+    small requests it costs: sizes then grow max_growth times a block).
+    ``drain()``: from then on the runway is DRAIN_RUNWAY (capacity refusals
+    still lengthen it), for a process about to stop."""
 
     def __init__(
         self,
