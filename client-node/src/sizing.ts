@@ -195,6 +195,15 @@ export class BlockSizer {
   }
 
   /**
+   * No block has run out yet, and `used` IDs were used between the first
+   * demand (demandFrom) and `now`: that is the rate, for a sequence drained
+   * before it knew one (its first block given by the caller, say).
+   */
+  firstRate(used: number, now: number): void {
+    if (this.rate === null && this.#since !== null && used > 0) this.observe(used, now - this.#since);
+  }
+
+  /**
    * The most IDs a block just started may still hold when the next is asked
    * for (prefetchTail's `most`), while the start bound could make that next
    * block smaller than the sizes asked for now: few enough that it need not,

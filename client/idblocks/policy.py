@@ -259,8 +259,12 @@ class BlockHolder(HeldIds, Generic[B]):
         """A new pending request, for at least ``need`` IDs, with a key drawn
         now (in this process). Only when none is pending: a pending request
         is sent again as it is, key and count, until it is answered."""
-        self._pending = _Request(uuid.uuid4().hex, self._size_for(need))
-        self.sizer.demand_from(self.clock())
+        now, held = self.clock(), self._held()
+        if self.sizer.draining:
+            # Drained before a block ran out: what was used so far is the rate.
+            self.sizer.first_rate(self.sizer.taken - held, now)
+        self._pending = _Request(uuid.uuid4().hex, self._size_for(need, held))
+        self.sizer.demand_from(now)
         return self._pending
 
     def _settle(self, request: _Request, outcome: Block | BaseException, seconds: float, need: int) -> bool:

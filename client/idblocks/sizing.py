@@ -171,6 +171,14 @@ class BlockSizer:
         self.draining = True
         self.current_runway = min(self.current_runway, DRAIN_RUNWAY)
 
+    def first_rate(self, used: int, now: float) -> None:
+        """No block has run out yet, and ``used`` IDs were used between the
+        first demand (demand_from) and ``now``: that is the rate, for a
+        sequence drained before it knew one (its first block given by the
+        caller, say)."""
+        if self.rate is None and self._since is not None and used > 0:
+            self.observe(used, now - self._since)
+
     def young_tail(self) -> int | None:
         """The most IDs a block just started may still hold when the next is
         asked for (prefetch_tail's ``most``), while the start bound could

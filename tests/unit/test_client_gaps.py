@@ -7,12 +7,23 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
 
 import pytest
 
 from idblocks import AsyncSequence, Sequence
 from idblocks.sizing import DRAIN_RUNWAY, INITIAL_BLOCK, BlockSizer, prefetch_tail
 from idblocks.testing import THROTTLED, AsyncMemoryBackend, MemoryBackend
+
+
+def wait_until(condition, limit=10.0):
+    """Until the prefetcher thread has done what ``condition`` says."""
+    deadline = time.monotonic() + limit
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+    return True
 
 # Stops on both sides of every block boundary of a burst, and far beyond.
 STOPS = sorted({*range(1, 70), *(2**k + d for k in range(6, 21) for d in (-1, 0, 1)), 10_000, 1_000_000})
@@ -133,6 +144,27 @@ def test_draining_sizes_blocks_for_half_a_second_at_the_rate_and_uses_what_is_he
     assert later
     assert all(size == pytest.approx(1_000 * DRAIN_RUNWAY, rel=0.05) for size in later)
     assert seq.close() <= 1_000 * DRAIN_RUNWAY
+
+
+def test_drained_within_a_first_block_it_was_given_the_next_block_is_half_a_second_at_the_rate_so_far():
+    """Reproduces: drained before its first block ran out (a block of 5 s at
+    the rate it was given), a Sequence knew no rate, and its next block was
+    the first one's size again: 5 s more to use before the small ones."""
+    clock = [0.0]
+    backend = MemoryBackend()
+    seq = Sequence(backend, "first", initial_block=5_000, clock=lambda: clock[0])
+
+    def draw(count):
+        for _ in range(count):
+            seq.next_id()
+            clock[0] += 0.001  # 1,000 IDs/s
+
+    draw(3_000)
+    seq.drain()
+    draw(1_900)  # past the prefetch mark (157 left), before the block runs out
+    assert wait_until(lambda: len(backend.blocks) == 2)
+    assert len(backend.blocks[1]) == pytest.approx(1_000 * DRAIN_RUNWAY, rel=0.05)
+    seq.close()
 
 
 def test_drain_is_harmless_twice_after_close_and_from_a_signal_handler():

@@ -65,3 +65,26 @@ test("draining sizes blocks for half a second at the rate, after using what is h
   assert.ok((await seq.close()) <= 1_000 * DRAIN_RUNWAY);
   seq.drain(); // closed: changes nothing, throws nothing
 });
+
+test("drained within a first block it was given, the next block is half a second at the rate so far", async () => {
+  // Given a Sequence given a first block of 5 s at 1,000 IDs/s, drained 3 s into it
+  let now = 0;
+  const backend = new MemoryBackend();
+  const seq = new Sequence(backend, "first", { initialBlock: 5_000, clock: () => now });
+  const draw = async (count: number): Promise<void> => {
+    for (let i = 0; i < count; i++) {
+      await seq.next();
+      now += 0.001;
+    }
+  };
+  await draw(3_000);
+  seq.drain();
+  // When it passes the prefetch mark (157 left) and the prefetch runs, before the block runs out
+  await draw(1_900);
+  await new Promise((resolve) => setImmediate(resolve));
+  await new Promise((resolve) => setImmediate(resolve));
+  // Then the next block is half a second at the rate used so far, not the first one's size
+  const next = backend.blocks[1];
+  assert.ok(next !== undefined && Math.abs(blockLength(next) - 1_000 * DRAIN_RUNWAY) <= 25, String(next && blockLength(next)));
+  await seq.close();
+});
