@@ -28,6 +28,8 @@ const out = cases.map(({ sizer, ops, tails }) => {
     else if (op === "cap") s.cap(...args);
     else if (op === "landed") s.landed(...args);
     else if (op === "drain") s.drain();
+    else if (op === "demandFrom") s.demandFrom(...args);
+    else if (op === "firstRate") s.firstRate(...args);
     const tail = s.youngTail();
     return [s.nextSize(op === "held" ? args[0] : 0), s.currentRunway, s.rate, tail, s.bounded, s.draining];
   });
@@ -47,6 +49,8 @@ def random_case(rng: random.Random) -> dict:
     runway = rng.choice([0.5, 1.0, 5.0, 7.3])
     sizer = [initial, minimum, maximum, runway, 8.0, runway * rng.choice([1, 4, 60]), rng.random() < 0.8]
     ops = []
+    if rng.random() < 0.5:  # drained before a block ran out: no rate yet
+        ops += [["demandFrom", rng.random() * 100], ["drain"], ["firstRate", rng.randint(0, 100_000), 150.0]]
     for _ in range(40):
         kind = rng.random()
         if kind < 0.4:
@@ -57,8 +61,12 @@ def random_case(rng: random.Random) -> dict:
             ops.append(["cap", rng.randint(1, 2_000_000)])
         elif kind < 0.75:
             ops.append(["landed", rng.randint(1, 100_000)])
-        elif kind < 0.95:
+        elif kind < 0.9:
             ops.append(["held", rng.randint(0, 50_000)])
+        elif kind < 0.93:
+            ops.append(["demandFrom", rng.random() * 100])
+        elif kind < 0.96:
+            ops.append(["firstRate", rng.randint(0, 100_000), 100 + rng.random() * 100])
         else:
             ops.append(["drain"])
     tails = [
@@ -77,9 +85,10 @@ def random_case(rng: random.Random) -> dict:
 def python_replay(case: dict) -> dict:
     sizer = BlockSizer(*case["sizer"][:5], max_runway=case["sizer"][5], bounded_start=case["sizer"][6])
     sizes = []
+    python_names = {"demandFrom": "demand_from", "firstRate": "first_rate"}
     for op, *args in case["ops"]:
         if op != "held":
-            getattr(sizer, op)(*args)
+            getattr(sizer, python_names.get(op, op))(*args)
         tail = sizer.young_tail()
         held = args[0] if op == "held" else 0
         sizes.append(

@@ -25,6 +25,7 @@ def wait_until(condition, limit=10.0):
         time.sleep(0.001)
     return True
 
+
 # Stops on both sides of every block boundary of a burst, and far beyond.
 STOPS = sorted({*range(1, 70), *(2**k + d for k in range(6, 21) for d in (-1, 0, 1)), 10_000, 1_000_000})
 
