@@ -7,24 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import time
 
 import pytest
 
 from idblocks import AsyncSequence, Sequence
 from idblocks.sizing import DRAIN_RUNWAY, INITIAL_BLOCK, BlockSizer, prefetch_tail
 from idblocks.testing import THROTTLED, AsyncMemoryBackend, MemoryBackend
-
-
-def wait_until(condition, limit=10.0):
-    """Until the prefetcher thread has done what ``condition`` says."""
-    deadline = time.monotonic() + limit
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.001)
-    return True
-
+from tests.support.waiting import wait_until
 
 # Stops on both sides of every block boundary of a burst, and far beyond.
 STOPS = sorted({*range(1, 70), *(2**k + d for k in range(6, 21) for d in (-1, 0, 1)), 10_000, 1_000_000})
