@@ -590,6 +590,8 @@ class BlockClient:
         self.call: _Call | None = None  # the request made and not answered
         self.sent = 0.0
         self.size = 0  # the current block, while it lasts
+        self.started = 0.0  # when it started, with how many of it drawn at once
+        self.drawn = 0.0
         # Demand waits from stalled_since while stalled; IDs flow from memory
         # since flowing_since otherwise (None once the demand is over).
         self.stalled = True
@@ -602,7 +604,8 @@ class BlockClient:
 
     def _start(self, size: int) -> None:
         now, end = self.env.sim.now, self.env.stats.end
-        tail = prefetch_tail(size, self.sequence.prefetch_at, self.sequence.sizer.rate, self.latency)
+        sizer = self.sequence.sizer
+        tail = prefetch_tail(size, self.sequence.prefetch_at, sizer.rate, self.latency, sizer.young_tail())
         self.size = size
         drawn = 0.0
         if self.stalled:
@@ -615,6 +618,7 @@ class BlockClient:
                 if now >= end:
                     return  # nothing more is wanted: the rest of the block stays unused
                 self.flowing_since = now
+        self.started, self.drawn = now, drawn
         split = size - tail
         if drawn >= split:
             self._prefetch()
@@ -645,10 +649,18 @@ class BlockClient:
     def _fetch(self) -> None:
         if self.pending is None:
             # The Sequence's own choice of size (with need 1, as next_id asks).
-            self.pending = self.sequence._size_for(1)
+            self.pending = self.sequence._size_for(1, held=self._held())
             self.sequence.sizer.demand_from(self.env.sim.now)
         self.fetching, self.sent = True, self.env.sim.now
         self.call = _Call(self.env, self.pending, True, self._answered)
+
+    def _held(self) -> int:
+        """The IDs held now: fetched blocks not started, and what is left of
+        the current one."""
+        left = 0.0
+        if self.size:
+            left = self.size - self.drawn - self.rate * (self.env.sim.now - self.started)
+        return sum(self.ready) + max(0, math.ceil(left))
 
     def _answered(self, ok: bool, when: float) -> None:
         call = self.call
@@ -667,6 +679,7 @@ class BlockClient:
         size, self.pending = self.pending, None
         assert size is not None
         self.requests += 1
+        self.sequence.sizer.landed(size)
         self.latency = smoothed_latency(self.latency, self.env.sim.now - self.sent)
         self.ready.append(size)
         if self.stalled and self.size == 0:

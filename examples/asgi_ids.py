@@ -14,6 +14,11 @@ starlette==1.10.0 uvicorn==0.54.0. With `make dev` running:
 
 (the IDs go on from wherever the counter "orders" is).
 
+The sequence drains on SIGUSR1 (docs/shutdown.md): a Kubernetes preStop
+hook `kill -USR1 1 && sleep 10` makes the blocks it takes while the pod is
+taken out of service half a second's worth, so that little is left unused
+when it stops.
+
 A web request waits for an ID at most WAIT_TIMEOUT seconds (the client's
 default, 60 s, suits a batch job, not a person waiting for a page); when the
 ID service cannot hand one out in time the answer is a 503 that says so and
@@ -22,8 +27,10 @@ names the service, with Retry-After. FastAPI takes the same lifespan function.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import signal
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -51,7 +58,12 @@ def create_app(endpoint: str, counter: str = "orders", **sequence_options: Any) 
         async with AsyncSequence(backend, counter, **sequence_options) as ids:
             await ids.start()  # the first block is on its way before the first request
             app.state.ids = ids
-            yield
+            loop = asyncio.get_running_loop()
+            loop.add_signal_handler(signal.SIGUSR1, ids.drain)  # the preStop hook's signal
+            try:
+                yield
+            finally:
+                loop.remove_signal_handler(signal.SIGUSR1)
         await backend.aclose()
 
     async def new_order(request: Request) -> JSONResponse:

@@ -90,6 +90,12 @@ export class HeldIds {
     return this.#bigint ? this.#bigBase + BigInt(i) * this.#bigStep : this.#base + i * this.#step;
   }
 
+  /** How many IDs are held: what is left of the run, and the blocks fetched and not started. */
+  get count(): number {
+    const left = this.#run === null ? 0 : this.#run.length - this.pos;
+    return this.#ready.reduce((total, block) => total + block.length, left);
+  }
+
   /** Whether a fetched block waits to be started (then no prefetch is needed). */
   get hasReady(): boolean {
     return this.#ready.length > 0;
@@ -216,7 +222,7 @@ export class HeldIds {
     this.#bigBase = block.start;
     this.#bigStep = block.step;
     // The later part is what is left when the next block is requested.
-    const split = block.length - prefetchTail(block.length, prefetchAt, sizer.rate, this.latency);
+    const split = block.length - prefetchTail(block.length, prefetchAt, sizer.rate, this.latency, sizer.youngTail());
     if (prefetch && split > 0) {
       this.#mark = this.#end = split;
     } else {

@@ -32,5 +32,14 @@ export { IdRange } from "./held.js";
 export { checkName, type Json, type JsonObject } from "./parse.js";
 export { parseRetryAfter, RetryPolicy, type RetryOptions } from "./retry.js";
 export { CLOSE_ATTEMPTS, CLOSE_TIMEOUT, Sequence, type SequenceOptions, type WaitOptions } from "./sequence.js";
-export { BlockSizer, DEFAULT_MAX_BATCH, MAX_RUNWAY, prefetchTail, smoothedLatency } from "./sizing.js";
+export {
+  BlockSizer,
+  DEFAULT_MAX_BATCH,
+  DRAIN_RUNWAY,
+  INITIAL_BLOCK,
+  MAX_RUNWAY,
+  prefetchTail,
+  smoothedLatency,
+  YOUNG_TAIL_SHARE,
+} from "./sizing.js";
 export { nodeTimers, type Timers } from "./timers.js";

@@ -58,10 +58,12 @@ export class BlockRequests {
     this.#ceiling = maxBatch;
   }
 
-  /** The pending request, or a new one for at least `need` IDs (made at `now`, with a key drawn now). */
-  forNeed(need: number, now: number): BlockRequest {
+  /** The pending request, or a new one for at least `need` IDs (made at `now`, with `held` IDs held unused, and a key drawn now). */
+  forNeed(need: number, now: number, held: number): BlockRequest {
     if (this.pending !== null) return this.pending;
-    let wanted = Math.max(this.#sizer.nextSize(), Math.min(this.takeHint, this.#sizer.maximum));
+    // Drained before a block ran out: what was used so far is the rate.
+    if (this.#sizer.draining) this.#sizer.firstRate(this.#sizer.taken - held, now);
+    let wanted = Math.max(this.#sizer.nextSize(held), Math.min(this.takeHint, this.#sizer.maximum));
     wanted = Math.min(wanted, this.#ceiling, this.#maxBatch);
     if (this.#room !== null) wanted = Math.min(wanted, this.#room);
     this.pending = { key: newKey(), size: Math.max(need, wanted) };

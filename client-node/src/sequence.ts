@@ -32,7 +32,7 @@ import type { Backend, Block } from "./block.js";
 import { SequenceClosed, ServiceUnavailable } from "./errors.js";
 import { HeldIds, type IdRange } from "./held.js";
 import { type BlockRequest, BlockRequests, type Failure } from "./requests.js";
-import { BlockSizer, DEFAULT_MAX_BATCH, MAX_RUNWAY, smoothedLatency } from "./sizing.js";
+import { BlockSizer, DEFAULT_MAX_BATCH, INITIAL_BLOCK, MAX_RUNWAY, smoothedLatency } from "./sizing.js";
 import { type Timers, nodeTimers, within } from "./timers.js";
 import { type Waiter, Waiters } from "./waiters.js";
 
@@ -50,6 +50,12 @@ export interface SequenceOptions {
   prefetch?: boolean;
   /** Fixes every block's size (no adapting), except that take(n) asks for at least n. */
   blockSize?: number;
+  /**
+   * The first block's size (by default INITIAL_BLOCK, 16, within minBlock and
+   * maxBlock); later ones adapt to the rate, and while the sequence is young
+   * never bring what it holds above what it has used (sizing.ts), so give it
+   * when the count or rate is known.
+   */
   initialBlock?: number;
   minBlock?: number;
   maxBlock?: number;
@@ -103,7 +109,8 @@ class SequenceImpl<Id extends number | bigint> {
   #closing: Promise<number> | null = null;
 
   constructor(backend: Backend, counter: string, options: SequenceOptions = {}) {
-    let { initialBlock = 100, minBlock = 1, maxBlock = 1_000_000 } = options;
+    let { minBlock = 1, maxBlock = 1_000_000 } = options;
+    let initialBlock = options.initialBlock ?? Math.min(Math.max(INITIAL_BLOCK, minBlock), maxBlock);
     if (options.blockSize !== undefined) initialBlock = minBlock = maxBlock = options.blockSize;
     const prefetchAt = options.prefetchAt ?? 0.5;
     if (!(prefetchAt >= 0 && prefetchAt <= 1)) throw new RangeError("prefetchAt must be between 0 and 1");
@@ -218,7 +225,7 @@ class SequenceImpl<Id extends number | bigint> {
         continue;
       }
       const gated = now < this.#requests.notBefore;
-      if (this.#inflight === null && !gated) void this.#send(this.#requests.forNeed(head.need, this.clock()), head);
+      if (this.#inflight === null && !gated) void this.#send(this.#requests.forNeed(head.need, this.clock(), this.#held.count), head);
       if (head.deadline <= now || (this.#inflight === null && head.deadline < this.#requests.notBefore)) {
         waiters.rejectHead(this.#timedOut(now));
         continue;
@@ -261,7 +268,7 @@ class SequenceImpl<Id extends number | bigint> {
       this.#prefetchSoon = false;
       const ready = this.#closed || this.#held.hasReady || this.#inflight !== null;
       if (!ready && this.#timers.now() >= this.#requests.notBefore) {
-        void this.#send(this.#requests.forNeed(1, this.clock()));
+        void this.#send(this.#requests.forNeed(1, this.clock(), this.#held.count));
       }
     });
   }
@@ -294,6 +301,7 @@ class SequenceImpl<Id extends number | bigint> {
     if (answer.unusable !== undefined) this.#unused(answer.unusable);
     if (answer.block !== undefined) {
       this.requests += 1;
+      this.sizer.landed(answer.block.length);
       this.#lastError = null;
       this.#held.latency = smoothedLatency(this.#held.latency, seconds);
       if (this.#closed) this.#unused(answer.block.length);
@@ -310,6 +318,25 @@ class SequenceImpl<Id extends number | bigint> {
   }
 
   // -- lifecycle -------------------------------------------------------------
+
+  /**
+   * The process is about to stop: from now on, blocks are sized for a short
+   * runway (DRAIN_RUNWAY, about half a second at the rate IDs are used) while
+   * the Sequence goes on serving; IDs already held are handed out first, and
+   * close works as before. Called as early as the process knows it will stop
+   * while it still serves (a preStop hook, a SIGTERM before a grace period),
+   * it leaves about half a second's worth of IDs held at the stop (at most a
+   * second's) instead of up to 1.5 runways' worth. Waits for nothing and
+   * sends nothing; calling it again, or once closed, changes nothing.
+   */
+  drain(): void {
+    this.sizer.drain();
+  }
+
+  /** Whether drain() was called. */
+  get draining(): boolean {
+    return this.sizer.draining;
+  }
 
   /**
    * Stop prefetching and hand out nothing more; every waiting caller gets

@@ -157,7 +157,10 @@ class HeldIds:
 
     def _start_block(self, ids: range) -> None:
         # The later segment is what is left when the next block is requested.
-        split = len(ids) - prefetch_tail(len(ids), self.prefetch_at, self.sizer.rate, self._latency)
+        tail = prefetch_tail(
+            len(ids), self.prefetch_at, self.sizer.rate, self._latency, self.sizer.young_tail()
+        )
+        split = len(ids) - tail
         self._block = ids
         if self.prefetch and split > 0:
             self._activate(ids[:split])

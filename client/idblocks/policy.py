@@ -32,7 +32,7 @@ from idblocks.errors import (
     copy_of,
 )
 from idblocks.holding import HeldIds
-from idblocks.sizing import DEFAULT_MAX_BATCH, MAX_RUNWAY, BlockSizer, smoothed_latency
+from idblocks.sizing import DEFAULT_MAX_BATCH, INITIAL_BLOCK, MAX_RUNWAY, BlockSizer, smoothed_latency
 
 # How long close() waits, by default, for a block request on the network to be
 # answered, so that the block it brings is counted: HttpBackend's default
@@ -108,7 +108,7 @@ class BlockHolder(HeldIds, Generic[B]):
         *,
         prefetch: bool = True,
         block_size: int | None = None,
-        initial_block: int = 100,
+        initial_block: int | None = None,
         min_block: int = 1,
         max_block: int = 1_000_000,
         runway: float = 5.0,
@@ -119,9 +119,14 @@ class BlockHolder(HeldIds, Generic[B]):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``block_size`` fixes every block's size (no adapting), except that
-        ``take(n)`` asks for at least ``n``. ``prefetch_at`` is the share of
-        a block still unused when the next one is requested; it grows by
-        itself when requests take longer than that share lasts.
+        ``take(n)`` asks for at least ``n``. ``initial_block``: the first
+        block's size (by default INITIAL_BLOCK, 16, within min_block and
+        max_block); later ones adapt to the rate, and while the sequence is
+        young never bring what it holds above what it has used (see
+        idblocks.sizing), so give it when the count or rate is known.
+        ``prefetch_at`` is the share of a block still unused when the next
+        one is requested; it grows by itself when requests take longer than
+        that share lasts.
         ``wait_timeout`` bounds how long a call waits for a block (inf: no
         bound); each request is bounded by the backend's retry policy.
         ``max_batch`` is the service's MaxBatchSize: the largest
@@ -133,6 +138,8 @@ class BlockHolder(HeldIds, Generic[B]):
         loop's, as time.monotonic is)."""
         if block_size is not None:
             initial_block = min_block = max_block = block_size
+        elif initial_block is None:
+            initial_block = min(max(INITIAL_BLOCK, min_block), max_block)
         if not 0 <= prefetch_at <= 1:
             raise ValueError("prefetch_at must be between 0 and 1")
         if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
@@ -237,8 +244,30 @@ class BlockHolder(HeldIds, Generic[B]):
 
     # -- the block request -----------------------------------------------------
 
-    def _size_for(self, need: int) -> int:
-        wanted = max(self.sizer.next_size(), min(self._take_hint, self.sizer.maximum))
+    def drain(self) -> None:
+        """The process is about to stop: from now on, blocks are sized for a
+        short runway (DRAIN_RUNWAY, about half a second at the rate IDs are
+        used) while the sequence goes on serving; IDs already held are
+        handed out first, and close works as before. Called as early as the
+        process knows it will stop while it still serves (a preStop hook,
+        a SIGTERM before a grace period), it leaves about half a second's
+        worth of IDs held at the stop (at most a second's) instead of up to
+        1.5 runways' worth. Waits
+        for nothing, takes no lock and sends nothing, so a signal handler
+        may call it; calling it again, or once closed, changes nothing."""
+        self.sizer.drain()
+
+    @property
+    def draining(self) -> bool:
+        """Whether drain() was called."""
+        return self.sizer.draining
+
+    def _size_for(self, need: int, held: int | None = None) -> int:
+        """How many IDs a new request asks for: at least ``need``. ``held``:
+        the IDs held unused, if not this holder's own (a simulation's)."""
+        if held is None:
+            held = self._held()
+        wanted = max(self.sizer.next_size(held), min(self._take_hint, self.sizer.maximum))
         wanted = min(wanted, self._ceiling, self.max_batch)
         if self._room is not None:
             wanted = min(wanted, self._room)
@@ -248,8 +277,12 @@ class BlockHolder(HeldIds, Generic[B]):
         """A new pending request, for at least ``need`` IDs, with a key drawn
         now (in this process). Only when none is pending: a pending request
         is sent again as it is, key and count, until it is answered."""
-        self._pending = _Request(uuid.uuid4().hex, self._size_for(need))
-        self.sizer.demand_from(self.clock())
+        now, held = self.clock(), self._held()
+        if self.sizer.draining:
+            # Drained before a block ran out: what was used so far is the rate.
+            self.sizer.first_rate(self.sizer.taken - held, now)
+        self._pending = _Request(uuid.uuid4().hex, self._size_for(need, held))
+        self.sizer.demand_from(now)
         return self._pending
 
     def _settle(self, request: _Request, outcome: Block | BaseException, seconds: float, need: int) -> bool:
@@ -299,6 +332,7 @@ class BlockHolder(HeldIds, Generic[B]):
 
     def _landed(self, ids: range, seconds: float) -> None:
         self.requests += 1
+        self.sizer.landed(len(ids))
         self._room = None
         self._latency = smoothed_latency(self._latency, seconds)
         if self.unused_ids is not None:

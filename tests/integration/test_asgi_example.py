@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -93,10 +95,36 @@ def test_the_example_runs_as_its_docstring_says(dev):
         reply = httpx.post(f"{found[1]}/orders", timeout=60)
         assert reply.status_code == 201, reply.text
         assert isinstance(reply.json()["order_id"], int)
+        # A preStop hook's kill -USR1 drains it: it serves on
+        server.send_signal(signal.SIGUSR1)
+        again = httpx.post(f"{found[1]}/orders", timeout=60)
+        assert again.status_code == 201, again.text
+        assert again.json()["order_id"] > reply.json()["order_id"]
     finally:
         server.terminate()
         server.wait(timeout=30)
         server.stdout.close()
+
+
+def test_sigusr1_drains_the_sequence_and_the_app_serves_on_until_shutdown(dev):
+    app = create_app(dev.url, "asgi-drain")
+
+    async def main():
+        async with served(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
+                first = await client.post("/orders")
+                assert signal.getsignal(signal.SIGUSR1) not in (signal.SIG_DFL, None)  # or it would stop us
+                os.kill(os.getpid(), signal.SIGUSR1)
+                await asyncio.sleep(0.1)  # the loop reads the signal
+                drained = app.state.ids.draining
+                then = await client.post("/orders")
+        return first, then, drained
+
+    first, then, drained = asyncio.run(main())
+    assert drained
+    assert (first.status_code, then.status_code) == (201, 201)
+    assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL  # the lifespan's shutdown removed its handler
 
 
 def test_with_the_id_service_down_a_request_fails_soon_with_a_503_that_says_why():

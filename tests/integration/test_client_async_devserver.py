@@ -97,3 +97,73 @@ async def _get(url, name):
         return await backend.get(name)
     finally:
         await backend.aclose()
+
+
+# -- what a process skips when it stops ------------------------------------------------
+# As tests/integration/test_client_devserver.py's, for AsyncSequence: measured
+# by how far the counter moved, the requests by a proxy that forwards them.
+
+
+def skipped(dev, counter, used):
+    """IDs the counter moved past that were never handed out."""
+    return next_of(dev, counter) - 1 - used
+
+
+async def steadily(seq, rate, seconds):
+    """``await seq.next_id()`` about ``rate`` times a second, in ticks of 10
+    ms, for ``seconds`` (never a catching-up burst): how many, in how long."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    drawn = 0
+    while loop.time() - started < seconds:
+        for _ in range(rate // 100):
+            await seq.next_id()
+        drawn += rate // 100
+        await asyncio.sleep(0.01)
+    return drawn, loop.time() - started
+
+
+def test_an_async_process_that_takes_one_id_and_closes_skips_at_most_15(dev):
+    async def main():
+        backend = AsyncHttpBackend(dev.url)
+        async with AsyncSequence(backend, "async-gaps-one") as seq:
+            await seq.next_id()
+        await backend.aclose()
+
+    asyncio.run(main())
+    assert skipped(dev, "async-gaps-one", 1) <= 15
+
+
+def test_10000_async_ids_as_fast_as_they_come_skip_at_most_10000_in_at_most_12_requests(dev):
+    async def main(url):
+        backend = AsyncHttpBackend(url)
+        async with AsyncSequence(backend, "async-gaps-burst") as seq:
+            for _ in range(10_000):
+                await seq.next_id()
+        await backend.aclose()
+
+    with LossyProxy(dev.url) as counting:
+        asyncio.run(main(counting.url))
+        requests = counting.forwarded
+    assert skipped(dev, "async-gaps-burst", 10_000) <= 10_000
+    assert requests <= 12
+
+
+def test_after_drain_and_8_s_at_a_steady_async_rate_aclose_skips_at_most_1_s_of_ids(dev):
+    rate = 1_000
+
+    async def main():
+        # Given a task using about 1,000 IDs/s, with blocks of 5 s (its rate given up front)
+        backend = AsyncHttpBackend(dev.url)
+        seq = AsyncSequence(backend, "async-gaps-drain", initial_block=5 * rate)
+        before, _ = await steadily(seq, rate, 3.0)
+        # When it drains and goes on at that rate for 8 s, then closes
+        seq.drain()
+        during, seconds = await steadily(seq, rate, 8.0)
+        await seq.aclose()
+        await backend.aclose()
+        return before + during, during / seconds
+
+    used, drawn_per_s = asyncio.run(main())
+    # Then what it skipped is at most a second's worth at the rate it drew
+    assert skipped(dev, "async-gaps-drain", used) <= drawn_per_s

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 
 import pytest
 
@@ -26,6 +28,62 @@ def test_sequence_over_http_accounts_for_every_id(dev):
     assert ids == list(range(1, 501))
     # the service handed out exactly what was used plus what close() reported
     assert next_of(dev, "seq-http") - 1 == 500 + unused
+
+
+# -- what a process skips when it stops ------------------------------------------------
+# Measured by how far the counter moved (the admin GET), and the requests by a
+# proxy that forwards them (losing none), not by the client's own counts.
+
+
+def skipped(dev, counter, used):
+    """IDs the counter moved past that were never handed out."""
+    return next_of(dev, counter) - 1 - used
+
+
+def steadily(draw: Callable[[], object], rate: int, seconds: float) -> tuple[int, float]:
+    """``draw`` about ``rate`` times a second, in ticks of 10 ms, for
+    ``seconds`` (a slow machine draws fewer, never a catching-up burst): how
+    many were drawn, in how long."""
+    started = time.monotonic()
+    drawn = 0
+    while time.monotonic() - started < seconds:
+        for _ in range(rate // 100):
+            draw()
+        drawn += rate // 100
+        time.sleep(0.01)
+    return drawn, time.monotonic() - started
+
+
+def test_a_process_that_takes_one_id_and_closes_skips_at_most_15(dev):
+    seq = Sequence(HttpBackend(dev.url), "gaps-one")
+    seq.next_id()
+    seq.close()
+    assert skipped(dev, "gaps-one", 1) <= 15
+
+
+def test_10000_ids_as_fast_as_they_come_skip_at_most_10000_in_at_most_12_requests(dev):
+    with LossyProxy(dev.url) as counting:
+        seq = Sequence(HttpBackend(counting.url), "gaps-burst")
+        for _ in range(10_000):
+            seq.next_id()
+        seq.close()
+        requests = counting.forwarded
+    assert skipped(dev, "gaps-burst", 10_000) <= 10_000
+    assert requests <= 12
+
+
+def test_after_drain_and_8_s_at_a_steady_rate_close_skips_at_most_1_s_of_ids(dev):
+    # Given a process using about 1,000 IDs/s, with blocks of 5 s (its rate
+    # given up front) of which it holds up to 7.5 s
+    rate = 1_000
+    seq = Sequence(HttpBackend(dev.url), "gaps-drain", initial_block=5 * rate)
+    before, _ = steadily(seq.next_id, rate, 3.0)
+    # When it drains and goes on at that rate for 8 s, then closes
+    seq.drain()
+    during, seconds = steadily(seq.next_id, rate, 8.0)
+    seq.close()
+    # Then what it skipped is at most a second's worth at the rate it drew
+    assert skipped(dev, "gaps-drain", before + during) <= during / seconds
 
 
 def test_a_lost_response_and_its_retry_take_one_block(dev):

@@ -16,7 +16,7 @@ def test_the_node_client_over_http_with_lost_answers(dev):
     with LossyProxy(dev.url) as proxy:
         # The first three block requests through the proxy are applied, then their answers lost.
         proxy.lose = 3
-        run_node_tests(TESTS, {"IDBLOCKS_URL": dev.url, "IDBLOCKS_LOSSY_URL": proxy.url}, passed=5)
+        run_node_tests(TESTS, {"IDBLOCKS_URL": dev.url, "IDBLOCKS_LOSSY_URL": proxy.url}, passed=8)
     assert proxy.lost == [("POST", "/counters/node-lossy/batch", 200)] * 3
     # Each lost answer was asked again with its key: 200 IDs drawn in blocks of 20, no block burned.
     assert dev.get("/admin/counters/node-lossy").json()["next"] <= 200 + 20 + 1

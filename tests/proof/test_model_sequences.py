@@ -1,5 +1,5 @@
 """Sequence and AsyncSequence against a model: Hypothesis writes random
-programs of next_id, take, close and cancel by several callers, over a
+programs of next_id, take, close, drain and cancel by several callers, over a
 service that answers, loses answers, answers late, answers the wrong size,
 says exhausted, refuses for capacity or asks to wait (Retry-After), while
 the clock moves on, threads doze and the process is restored from a
@@ -23,6 +23,10 @@ after every step the invariants below are checked.
   close has counted, and unused_ids from then on (every block landing later
   included); across any number of close calls, timed out, concurrent or
   cancelled. Every close returns unused_ids as it is when it returns.
+- No block request brings what the sequence holds above what it has used
+  (the start bound, while it applies: after the first block, and until a
+  capacity refusal), beyond min_block, a take(n) waiting, or the last
+  take(n) (blocks are asked for at least that).
 - Every caller ends (served, timed out, told of a failure, or closed), and
   after the last close, what was never answered is only the request that
   close gave up on.
@@ -72,6 +76,8 @@ from idblocks import (
 from tests.support.sequence_model import (
     ANSWER,
     OUTCOMES,
+    REFUSE,
+    RETRY_AFTER,
     DozingCondition,
     FakeClock,
     TaskService,
@@ -132,6 +138,11 @@ class SequenceModel(RuleBasedStateMachine):
         self.held_at_restores: set[int] = set()  # IDs the sequence held when restored
         self.problems: list[str] = []
         self.seq = None
+        # What a block request may ask for beyond the bound: the largest
+        # take(n) waiting when a block last landed, or started since.
+        self.hint = 0
+        self.landed = 0
+        self.refused = False  # a capacity refusal lifts the start bound
 
     # -- what a driver provides ------------------------------------------------------
 
@@ -180,6 +191,8 @@ class SequenceModel(RuleBasedStateMachine):
     def call(self, slot: int, operation: tuple[str, int | float]) -> None:
         caller = self.callers[slot]
         if caller.busy is None:
+            if operation[0] == "take":
+                self.hint = max(self.hint, int(operation[1]))
             caller.busy = operation
             caller.refusals_before = len(self.service.refusals)
             self.start(slot, *operation)
@@ -189,6 +202,7 @@ class SequenceModel(RuleBasedStateMachine):
     @rule(outcome=DECISIONS, retry_after=st.sampled_from([0.5, 5.0, 100.0]), room=ROOM)
     def decide(self, outcome: str, retry_after: float, room: int | None) -> None:
         if self.service.waiting:
+            self.refused |= outcome in (REFUSE, RETRY_AFTER)
             self.service.decide(outcome, retry_after=retry_after, room=room)
             self.settle()
 
@@ -208,6 +222,14 @@ class SequenceModel(RuleBasedStateMachine):
             self.held_at_restores |= self.service.ids_delivered() - self.handed
             self.service.restored()
             restore()
+        self.settle()
+
+    @precondition(opened)
+    @rule()
+    def drain(self) -> None:
+        """The process is about to stop: it drains (from the test's own
+        thread, as a signal handler would), and goes on serving."""
+        self.seq.drain()
         self.settle()
 
     # -- what a call returned, or raised ---------------------------------------------------
@@ -272,6 +294,28 @@ class SequenceModel(RuleBasedStateMachine):
                 f"+ never answered {never_answered}"
             )
             assert self.handed <= service.ids_delivered(), "an ID handed out of no block answered"
+
+    @invariant()
+    def no_block_request_brings_more_than_was_used(self) -> None:
+        """Checked on the request waiting for an answer, whenever: since it
+        was made nothing has landed and what is held has only shrunk, so
+        what the bound allows now is at least what it allowed then."""
+        if self.seq is None:
+            return
+        with self.consistent():
+            sizer = self.seq.sizer  # white-box: the IDs of the blocks that landed
+            waiting = max((int(c.busy[1]) for c in self.callers if c.busy and c.busy[0] == "take"), default=0)
+            if sizer.taken != self.landed:
+                # A block landed: the next request is for the takes waiting
+                # now (cancelled later or not), or the last take's hint.
+                self.landed, self.hint = sizer.taken, max(self.seq._take_hint, waiting)
+            if self.seq._closed or self.refused or not sizer.taken:
+                return
+            allowed = max(sizer.minimum, sizer.taken - 2 * self.seq._held(), self.hint, waiting)
+            for request in self.service.waiting:
+                assert request.count <= allowed, (
+                    f"a request for {request.count} IDs, with {sizer.taken} taken and {self.seq._held()} held"
+                )
 
     @invariant()
     def no_caller_waits_for_what_is_held(self) -> None:

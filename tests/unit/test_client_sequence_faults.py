@@ -245,7 +245,7 @@ def test_a_lost_response_is_retried_with_its_count_without_prefetch():
     bigger block."""
     clock = [0.0]
     backend = MemoryBackend()
-    seq = Sequence(backend, "orders", prefetch=False, clock=lambda: clock[0])
+    seq = Sequence(backend, "orders", prefetch=False, initial_block=100, clock=lambda: clock[0])
     drawn = []
     for _ in range(100):  # 100k IDs/s on the sequence's clock: the next block grows
         drawn.append(seq.next_id())

@@ -108,7 +108,7 @@ def test_the_sizes_come_from_the_clients_block_sizer(monkeypatch):
     cost 1,000 / 50 = 20 writes a second: the simulation asks the real one."""
     real = simulate(MODES_BY_NAME["client_adaptive"], 1, FIXED)
     assert real["item_writes_per_s"] < 1.0
-    monkeypatch.setattr(BlockSizer, "next_size", lambda self: 50)
+    monkeypatch.setattr(BlockSizer, "next_size", lambda self, held=0: 50)
     patched = simulate(MODES_BY_NAME["client_adaptive"], 1, FIXED)
     assert patched["item_writes_per_s"] == pytest.approx(20.0, abs=0.1)
 
@@ -120,7 +120,7 @@ def test_the_prefetch_decision_is_the_sequences_own(monkeypatch):
     one, nothing waits."""
     assert scale.prefetch_tail is sequence.prefetch_tail
     assert simulate(MODES_BY_NAME["client_fixed_100"], 1, FIXED)["p999_wait_ms"] == 0.0
-    monkeypatch.setattr(scale, "prefetch_tail", lambda size, prefetch_at, rate, latency: 0)
+    monkeypatch.setattr(scale, "prefetch_tail", lambda size, prefetch_at, rate, latency, most=None: 0)
     patched = simulate(MODES_BY_NAME["client_fixed_100"], 1, FIXED)
     assert patched["p999_wait_ms"] == pytest.approx(37.0, abs=0.5)
     # Waiting demand is served when the block lands: it waits, but is met.

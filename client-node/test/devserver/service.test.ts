@@ -6,8 +6,9 @@
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { setTimeout as sleep } from "node:timers/promises";
 
-import { CounterExhausted, HttpBackend, RetryPolicy, Sequence, UnsafeId } from "../../src/index.js";
+import { type Backend, CounterExhausted, HttpBackend, RetryPolicy, Sequence, UnsafeId } from "../../src/index.js";
 import { isIncreasing } from "../support.js";
 
 const url = process.env["IDBLOCKS_URL"] ?? "";
@@ -87,4 +88,69 @@ test("the lost answers the proxy was told to drop cost no IDs: the retries carri
   // Then they are 1..200 and the service allocated nothing else
   assert.deepEqual(ids, Array.from({ length: 200 }, (_, i) => i + 1));
   assert.equal(await highWater("node-lossy"), BigInt(200 + unused));
+});
+
+// -- what a process skips when it stops -------------------------------------------------
+// Measured by how far the counter moved (the admin GET); the requests by a
+// backend that counts what it passes on.
+
+async function skipped(counter: string, used: number): Promise<bigint> {
+  return (await highWater(counter)) - BigInt(used);
+}
+
+/** An HttpBackend, and how many block requests went through it. */
+function counting(): { backend: Backend; requests: () => number } {
+  const http = new HttpBackend(url);
+  let requests = 0;
+  const backend: Backend = {
+    allocate: (counter, count, options) => {
+      requests += 1;
+      return http.allocate(counter, count, options);
+    },
+  };
+  return { backend, requests: () => requests };
+}
+
+/** `await seq.next()` about `rate` times a second, in ticks of 10 ms, for `seconds` (never a catching-up burst): how many, in how long. */
+async function steadily(seq: Sequence, rate: number, seconds: number): Promise<[number, number]> {
+  const started = performance.now();
+  let drawn = 0;
+  while (performance.now() - started < seconds * 1000) {
+    for (let i = 0; i < rate / 100; i++) await seq.next();
+    drawn += rate / 100;
+    await sleep(10);
+  }
+  return [drawn, (performance.now() - started) / 1000];
+}
+
+test("a process that takes one ID and closes skips at most 15", { skip }, async () => {
+  const seq = new Sequence(new HttpBackend(url), "node-gaps-one");
+  await seq.next();
+  await seq.close();
+  const gap = await skipped("node-gaps-one", 1);
+  assert.ok(gap <= 15n, `skipped ${gap}`);
+});
+
+test("10,000 IDs as fast as they come skip at most 10,000, in at most 12 requests", { skip }, async () => {
+  const { backend, requests } = counting();
+  const seq = new Sequence(backend, "node-gaps-burst");
+  for (let i = 0; i < 10_000; i++) await seq.next();
+  await seq.close();
+  const gap = await skipped("node-gaps-burst", 10_000);
+  assert.ok(gap <= 10_000n, `skipped ${gap}`);
+  assert.ok(requests() <= 12, `${requests()} requests`);
+});
+
+test("after drain() and 8 s at a steady rate, close skips at most a second's worth of IDs", { skip }, async () => {
+  // Given a process using about 1,000 IDs/s, with blocks of 5 s (its rate given up front)
+  const rate = 1_000;
+  const seq = new Sequence(new HttpBackend(url), "node-gaps-drain", { initialBlock: 5 * rate });
+  const [before] = await steadily(seq, rate, 3);
+  // When it drains and goes on at that rate for 8 s, then closes
+  seq.drain();
+  const [during, seconds] = await steadily(seq, rate, 8);
+  await seq.close();
+  // Then what it skipped is at most a second's worth at the rate it drew
+  const gap = await skipped("node-gaps-drain", before + during);
+  assert.ok(Number(gap) <= during / seconds, `skipped ${gap}, drawing ${during / seconds} IDs/s`);
 });

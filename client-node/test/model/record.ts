@@ -10,6 +10,10 @@
  *   held could serve it: one ID for next(), n in a row for take(n);
  * - every waiting call ends: served, failed, aborted, closed, or told
  *   ServiceUnavailable at its deadline, and never before it for waiting;
+ * - no block request brings what the Sequence holds above what it has used
+ *   (the start bound, while it applies: after the first block, and until a
+ *   capacity refusal), beyond minBlock, a take(n) waiting, or the last
+ *   take(n) (blocks are asked for at least that);
  * - once closed, every ID the service took is handed out, reported unused,
  *   or in a block whose answer has not reached the client (lost or still
  *   on the network), across any number of close calls; each close resolves
@@ -57,6 +61,11 @@ export class Record {
   readonly #handed = new Set<number>();
   #highest = 0;
   #closing: Promise<number> | undefined;
+  /** The last take(n)'s n. */
+  #lastTake = 0;
+  /** What a block request may ask for beyond the bound: the largest take(n) waiting when a block last landed, or called since. */
+  #window = 0;
+  #landed = 0;
 
   constructor(seq: Sequence, service: ModelService, timers: ManualTimers) {
     this.#seq = seq;
@@ -70,6 +79,10 @@ export class Record {
 
   /** Watch a call just made. */
   call(take: boolean, need: number, promise: Promise<number | IdRange<number>>, controller?: AbortController): void {
+    if (take) {
+      this.#lastTake = need;
+      this.#window = Math.max(this.#window, need);
+    }
     const call: Call = { index: this.calls.length, take, need, at: this.#timers.now(), controller, ended: false };
     this.calls.push(call);
     promise.then(
@@ -155,6 +168,7 @@ export class Record {
       }
     }
     this.broken.push(...this.#service.complaints.splice(0));
+    this.#checkBound();
     if (this.closed) {
       const taken = this.#service.taken;
       const unused = this.#seq.unusedIds ?? 0;
@@ -167,6 +181,28 @@ export class Record {
       }
     }
     if (this.broken.length > 0) throw new Error(`after ${step}:\n  ${this.broken.join("\n  ")}`);
+  }
+
+  /**
+   * The request on the network asks for no more than the start bound allows
+   * now: since it was made nothing has landed and what is held has only
+   * shrunk, so the bound allows at least what it allowed then.
+   */
+  #checkBound(): void {
+    const sizer = this.#seq.sizer;
+    const waiting = Math.max(0, ...this.waiting.filter((call) => call.take).map((call) => call.need));
+    if (sizer.taken !== this.#landed) {
+      this.#landed = sizer.taken;
+      this.#window = Math.max(this.#lastTake, waiting);
+    }
+    if (this.closed || this.#service.capacityRefused || sizer.taken === 0) return;
+    const held = this.#heldRuns().reduce((total, [lo, hi]) => total + hi - lo + 1, 0);
+    const allowed = Math.max(sizer.minimum, sizer.taken - 2 * held, this.#window, waiting);
+    for (const request of this.#service.onNetwork) {
+      if (request.count > allowed) {
+        this.broken.push(`a block request for ${request.count} IDs, with ${sizer.taken} taken and ${held} held`);
+      }
+    }
   }
 
   /** Watch a close() just called. */

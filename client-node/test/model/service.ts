@@ -55,6 +55,8 @@ export class ModelService implements Backend {
   /** Block requests on the network, oldest first. */
   readonly onNetwork: Request[] = [];
   readonly complaints: string[] = [];
+  /** Whether an answer told the client of a capacity refusal (which lifts its start bound). */
+  capacityRefused = false;
   /** Told each block answered with the size asked for. */
   onDelivered: (block: Block) => void = () => undefined;
   readonly #max: bigint;
@@ -99,6 +101,7 @@ export class ModelService implements Backend {
   answer(reply: Reply): boolean {
     const request = this.onNetwork.shift();
     if (request === undefined) return false;
+    if (reply.kind === "refused" || reply.kind === "retryAfter" || reply.kind === "throttled") this.capacityRefused = true;
     if (reply.kind === "refused") {
       request.reject(new ServiceUnavailable("503 service_unavailable", { capacityRefusals: 1 }));
       return true;

@@ -1,6 +1,6 @@
 /**
  * The Sequence against a model: random programs of next(), take(n), abort,
- * close(timeout) and time passing, over a service that answers each block
+ * close(timeout), drain() and time passing, over a service that answers each block
  * request as the program says (the block, or after throttling; taken with
  * the answer lost or unreadable; of the wrong size; refused for capacity, or
  * with a Retry-After; CounterExhausted or invalid_count when the counter or
@@ -116,6 +116,11 @@ const close = fc.constantFrom(0, 0.5, 10, Infinity).map((timeout) => command(`cl
   void run.close(timeout);
 }));
 
+// The process is about to stop: it drains, and goes on serving.
+const drain = fc.constant(command("drain()", (run) => {
+  run.seq.drain();
+}));
+
 const advance = fc
   .constantFrom(0.001, 0.05, 0.5, 2, 10, 61, 301)
   .map((seconds) => command(`advance(${seconds} s)`, (run) => run.timers.advance(seconds)));
@@ -133,6 +138,7 @@ const commands = fc.commands(
       { weight: 6, arbitrary: take },
       { weight: 2, arbitrary: abort },
       { weight: 1, arbitrary: close },
+      { weight: 1, arbitrary: drain },
       { weight: 8, arbitrary: advance },
       { weight: 16, arbitrary: answer },
       { weight: 2, arbitrary: othersTake },

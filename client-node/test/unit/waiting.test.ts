@@ -136,7 +136,7 @@ test("a Retry-After past the callers' deadlines: one request, every waiting call
   stub.received.length = 0;
   stub.script(serviceError(503, "service_unavailable", { "retry-after": "60" }));
   const timers = new ManualTimers();
-  const seq = new Sequence(httpBackend(), "retry-after", { prefetch: false, waitTimeout: 10, timers });
+  const seq = new Sequence(httpBackend(), "retry-after", { prefetch: false, initialBlock: 100, waitTimeout: 10, timers });
   // When five callers wait for a block, and one more calls after
   const calls = Array.from({ length: 5 }, () => seq.next());
   const results = await Promise.allSettled(calls);
