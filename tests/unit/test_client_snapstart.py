@@ -44,7 +44,7 @@ def test_a_sequence_hands_out_nothing_it_held_before_a_restore():
     to 100); after the restore hooks ran it drew 4, 5, 6, as every restored
     environment would."""
     backend = MemoryBackend()
-    seq = Sequence(backend, "orders")
+    seq = Sequence(backend, "orders", initial_block=100)
     assert [seq.next_id() for _ in range(3)] == [1, 2, 3]  # init
     assert restore() >= 1, "the client registered no after-restore function"
     after = [seq.next_id() for _ in range(3)] + list(seq.take(5))
@@ -56,7 +56,7 @@ def test_a_sequence_hands_out_nothing_it_held_before_a_restore():
 
 def test_an_async_sequence_hands_out_nothing_it_held_before_a_restore():
     backend = AsyncMemoryBackend()
-    seq = AsyncSequence(backend, "orders")
+    seq = AsyncSequence(backend, "orders", initial_block=100)
 
     async def draw(n: int) -> list[int]:
         return [await seq.next_id() for _ in range(n)]
@@ -77,7 +77,7 @@ def test_a_request_whose_answer_was_lost_before_a_restore_is_not_sent_again_with
     pending with its key; sent again after the restore, every restored
     environment would be answered the same block."""
     backend = KeyedMemory()
-    seq = Sequence(backend, "orders", prefetch=False)
+    seq = Sequence(backend, "orders", prefetch=False, initial_block=100)
     backend.fail_next(1, LOST_RESPONSE)
     with pytest.raises(ServiceUnavailable):
         seq.next_id()  # 1..100 are taken; the answer is lost
