@@ -24,7 +24,9 @@ Evaluated as IAM evaluates it:
   partition, service, region and account are compared part by part (their
   case folded), its resource part (``api-id/stage/METHOD/path``) as written
   (case kept) and as a whole, so a ``*`` there spans ``/``. An ARN of fewer
-  than six parts whose last part ends in ``*`` matches whatever follows.
+  than six parts whose last part ends in ``*`` matches whatever follows
+  (as a Resource; as a NotResource it is refused, IAM's evaluators read it
+  apart).
 
 Refused when the policy is read, so that the dev server does not start with
 a policy it would read otherwise than AWS does, never ignored:
@@ -180,7 +182,7 @@ def _statement(raw: Any, index: int, policy: str) -> Statement:
     for action in actions:
         _check_action(action, where)
     for resource in resources:
-        _check_resource(resource, where)
+        _check_resource(resource, where, not_resource)
     return Statement(label, raw["Effect"], actions, not_action, resources, not_resource)
 
 
@@ -209,7 +211,7 @@ def _check_action(action: str, where: str) -> None:
         )
 
 
-def _check_resource(resource: str, where: str) -> None:
+def _check_resource(resource: str, where: str, not_resource: bool) -> None:
     if "${" in resource:
         raise PolicyError(
             f"{where}: {resource!r} holds a policy variable, which the dev server does not "
@@ -225,6 +227,13 @@ def _check_resource(resource: str, where: str) -> None:
     if len(parts) < _ARN_PARTS and not parts[-1].endswith("*"):
         raise PolicyError(
             f"{where}: {resource!r} is not a whole ARN (arn:partition:service:region:account:resource)"
+        )
+    if len(parts) < _ARN_PARTS and not_resource:
+        # IAM's policy evaluators part ways on what such a NotResource leaves out.
+        whole = ":".join(parts + ["*"] * (_ARN_PARTS - len(parts)))
+        raise PolicyError(
+            f"{where}: the NotResource {resource!r} is short of an ARN's six parts; write them all "
+            f"({whole}), which every evaluator reads alike"
         )
 
 

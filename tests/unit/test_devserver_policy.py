@@ -164,6 +164,10 @@ def test_a_short_arn_ending_in_a_star_runs_on_over_the_colons():
         (policy(allow("arn:aws:execute-*:*:*:*")), "wildcard in its service"),
         (policy(allow("counters/orders/next")), "neither * nor an ARN"),
         (policy(allow("arn:aws:execute-api:eu-west-1")), "not a whole ARN"),
+        (
+            policy({"Effect": "Allow", "Action": INVOKE, "NotResource": "arn:aws:execute-api:eu-*"}),
+            "write them all (arn:aws:execute-api:eu-*:*:*)",
+        ),
         (policy(allow("*", action="execute-*:Invoke")), "is not an action"),
         (policy(allow("*", action="Invoke")), "is not an action"),
         (policy({"Effect": "allow", "Action": INVOKE, "Resource": "*"}), "Effect must be Allow or Deny"),
