@@ -63,7 +63,7 @@ BATCH = 120
 
 
 @dataclass(frozen=True)
-class Target:
+class Invocation:
     """The parts of one request's ARN."""
 
     region: str
@@ -88,8 +88,8 @@ def name(rng: random.Random) -> str:
     return "".join(rng.choice(NAME_CHARACTERS) for _ in range(rng.randint(1, 8)))
 
 
-def target(rng: random.Random) -> Target:
-    return Target(
+def target(rng: random.Random) -> Invocation:
+    return Invocation(
         rng.choice(REGIONS),
         rng.choice(ACCOUNTS),
         rng.choice(APIS),
@@ -131,7 +131,7 @@ def sibling(rng: random.Random, text: str) -> str:
     return text[:at] + rng.choice(".X-_") + text[at + 1 :]
 
 
-def policy_resource(rng: random.Random, request: Target, *, short: bool = True) -> str:
+def policy_resource(rng: random.Random, request: Invocation, *, short: bool = True) -> str:
     """A resource written about ``request``: each part kept, changed or
     wildcarded, in every part IAM takes a wildcard but the API id (the
     evaluator takes none there, see above); or the request's own ARN with
@@ -163,13 +163,13 @@ def one_or_list(rng: random.Random, make) -> str | list[str]:
     return make() if rng.random() < 0.5 else [make() for _ in range(rng.randint(1, 3))]
 
 
-def statement(rng: random.Random, request: Target) -> dict:
+def statement(rng: random.Random, request: Invocation) -> dict:
     made: dict = {"Effect": rng.choice(["Allow", "Allow", "Deny"])}
     made["NotAction" if rng.random() < 0.2 else "Action"] = one_or_list(
         rng, lambda: rng.choice(ACTION_PATTERNS)
     )
 
-    def about() -> Target:  # mostly the request's, sometimes another's
+    def about() -> Invocation:  # mostly the request's, sometimes another's
         return request if rng.random() < 0.7 else target(rng)
 
     if rng.random() < 0.2:
@@ -182,7 +182,7 @@ def statement(rng: random.Random, request: Target) -> dict:
     return made
 
 
-def generated_policy(rng: random.Random, request: Target) -> dict:
+def generated_policy(rng: random.Random, request: Invocation) -> dict:
     statements = [statement(rng, request) for _ in range(rng.randint(1, 3))]
     return {"Version": "2012-10-17", "Statement": statements}
 
