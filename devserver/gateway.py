@@ -88,13 +88,8 @@ class Credentials:
     key: Key
     source: str
     account: str = LOCAL_ACCOUNT
-    made_here: bool = False
-    # Where a pair the dev server made is kept between runs (None: this run only).
+    # Where the pair the dev server made is kept between runs (None: found, not made).
     key_file: Path | None = None
-
-    @property
-    def made(self) -> bool:
-        return self.made_here or self.key_file is not None
 
 
 def found_credentials(environ: Mapping[str, str]) -> Credentials | None:
@@ -127,13 +122,10 @@ def found_credentials(environ: Mapping[str, str]) -> Credentials | None:
     return None
 
 
-def made_credentials(key_file: Path | None = None) -> Credentials:
+def made_credentials(key_file: Path) -> Credentials:
     """A key pair for a developer with none: the one kept in ``key_file``
-    (the dev server's state directory), made and kept there the first time,
-    so the pair exported once keeps working after a restart; without a
-    file, one for this run only."""
-    if key_file is None:
-        return Credentials(Key(*_new_key_pair()), "made for this run", made_here=True)
+    (in the dev server's state directory), made and kept there the first
+    time, so the pair exported once keeps working after a restart."""
     from devserver.state import kept_key_pair
 
     (access_key, secret_key), made = kept_key_pair(key_file, _new_key_pair)
@@ -321,12 +313,11 @@ class Gateway:
                 f"  SigV4     {SERVICE} in {self.region}, "
                 f"access key {key.access_key} ({self.credentials.source}){every}"
             )
-            if self.credentials.made:
+            if self.credentials.key_file is not None:
                 lines.append(
                     f"            export AWS_ACCESS_KEY_ID={key.access_key} "
                     f"AWS_SECRET_ACCESS_KEY={key.secret_key} AWS_REGION={self.region}"
                 )
-            if self.credentials.key_file is not None:
                 lines.append("            (the same pair after a restart; delete the file for a new one)")
         if self.identities and self.arn is not None:
             name_width = max(len(who.name) for who in self.identities.values())
@@ -352,11 +343,11 @@ def gateway_for(
     api_keys: Sequence[str] = (),
     region: str | None = None,
     *,
+    key_file: Path,
     template: Template | None = None,
     identities: Sequence[IdentitySpec] = (),
     account: str | None = None,
     api_id: str = LOCAL_API_ID,
-    key_file: Path | None = None,
 ) -> Gateway:
     """The gateway for ``client_auth`` (None: off), with the credentials and
     region found in ``environ`` (the dev server's own, read before the

@@ -11,7 +11,6 @@ import re
 import shlex
 import stat
 import subprocess
-import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,8 +18,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from devserver.process import DevServer, run_devserver, subprocess_environment
-from localrun.template import ROOT
+from devserver.process import DevServer, run_devserver
 from tests.support.signing import (
     ACCESS_KEY,
     ADMIN_KEY,
@@ -560,24 +558,8 @@ def test_what_the_dev_server_would_not_evaluate_as_iam_does_stops_it_saying_why(
 
 
 def test_the_dev_servers_own_key_cannot_be_an_identitys(tmp_path):
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "devserver",
-            *IAM,
-            "--identity",
-            f"client={ACCESS_KEY}:x",
-            "--state-file",
-            str(tmp_path / "s.json"),
-        ],
-        cwd=ROOT,
-        env=subprocess_environment() | SERVER_ENV,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    args = (*IAM, "--identity", f"client={ACCESS_KEY}:x", "--state-file", str(tmp_path / "s.json"))
+    done = run_devserver(*args, env=SERVER_ENV)
     assert done.returncode == 2
     assert "is the dev server's own" in done.stderr
 

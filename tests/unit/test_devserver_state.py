@@ -62,7 +62,7 @@ def test_the_dev_servers_credentials_are_the_kept_pair(tmp_path):
     first = made_credentials(path)
     again = made_credentials(path)
     assert first.key == again.key
-    assert (first.made, again.made) == (True, True)
+    assert first.key_file == again.key_file == path
     assert "made now" in first.source
     assert "made before" in again.source
     assert str(path) in first.source or "credentials" in first.source
