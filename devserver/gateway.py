@@ -344,7 +344,7 @@ def gateway_for(
     region: str | None = None,
     *,
     key_file: Path,
-    template: Template | None = None,
+    template: Template,
     identities: Sequence[IdentitySpec] = (),
     account: str | None = None,
     api_id: str = LOCAL_API_ID,
@@ -361,8 +361,8 @@ def gateway_for(
     credentials = replace(credentials, account=account)
     keys = (list(api_keys) or [made_api_key()]) if client_auth == "API_KEY" else []
     region = region or region_of(environ)
-    arn = None if template is None else api_arn(template, region, account, api_id)
-    found = {} if arn is None or template is None else identities_of(list(identities), template, arn)
+    arn = api_arn(template, region, account, api_id)
+    found = identities_of(list(identities), template, arn)
     if credentials.key.access_key in found:
         raise PolicyError(
             f"access key {credentials.key.access_key} is the dev server's own (it may call every route) "
