@@ -5,6 +5,8 @@ python -m devserver [--port 3000] [--host 127.0.0.1] [--fresh]
                     [--parameter Name=Value ...] [--create-tables-only]
                     [--item-write-limit WRITES_PER_SECOND]
                     [--api-key KEY ...] [--region REGION] [--records]
+                    [--identity ROLE=ACCESS_KEY_ID:SECRET_ACCESS_KEY ...]
+                    [--account ACCOUNT] [--api-id API_ID]
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import argparse
 import errno
 import logging
 import os
+import re
 import signal
 import sys
 import threading
@@ -26,11 +29,14 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from devserver.gateway import gateway_for
+from devserver.identities import LOCAL_API_ID, IdentitySpec
 from localrun.invoke import function_environment
 from localrun.tables import TABLE_NAMES
 from localrun.template import ROOT, Template
 
 DEFAULT_STATE = ROOT / ".dev-state" / "dynamodb.json"
+# Beside the state file: the key pair made for a developer with no credentials.
+KEY_FILE = "credentials"
 
 
 class _Stop(BaseException):
@@ -97,6 +103,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "(default: AWS_REGION, AWS_DEFAULT_REGION or the profile's, else us-east-1)",
     )
     parser.add_argument(
+        "--identity",
+        action="append",
+        default=[],
+        metavar="ROLE=ACCESS_KEY_ID:SECRET_ACCESS_KEY",
+        type=_identity,
+        help="with --parameter ClientAuth=...: requests signed with this key may call only what ROLE's "
+        "policy allows (execute-api:Invoke, evaluated as IAM does): client (the stack's ClientPolicy, "
+        "with its ClientCounters), admin (its AdminPolicy), or the path of an IAM policy document (JSON); "
+        "repeatable. The dev server's own credentials may call every route",
+    )
+    parser.add_argument(
+        "--account",
+        type=_account,
+        help="with --parameter ClientAuth=...: the account in the ARNs policies are evaluated on "
+        "(default: AWS_ACCOUNT_ID, else 123456789012)",
+    )
+    parser.add_argument(
+        "--api-id",
+        type=_api_id,
+        help="with --parameter ClientAuth=...: the API id in those ARNs, e.g. your deployed API's, which "
+        f"its policies name (default: {LOCAL_API_ID}, SAM CLI's)",
+    )
+    parser.add_argument(
         "--item-write-limit",
         type=_write_limit,
         metavar="WRITES_PER_SECOND",
@@ -111,6 +140,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if (args.api_key or args.region) and "ClientAuth" not in dict(args.parameter):
         parser.error("--api-key and --region apply with --parameter ClientAuth=AWS_IAM, API_KEY or NONE")
+    if (args.identity or args.account or args.api_id) and "ClientAuth" not in dict(args.parameter):
+        parser.error(
+            "--identity, --account and --api-id apply with --parameter ClientAuth=AWS_IAM, API_KEY or NONE "
+            "(without ClientAuth the dev server checks no signature, so no policy either)"
+        )
     if args.create_tables_only and not args.dynamodb_endpoint:
         parser.error("--create-tables-only needs --dynamodb-endpoint")
     if args.item_write_limit is not None and args.dynamodb_endpoint:
@@ -145,6 +179,25 @@ def _write_limit(text: str) -> int:
     return limit
 
 
+def _identity(text: str) -> IdentitySpec:
+    try:
+        return IdentitySpec.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _account(text: str) -> str:
+    if not re.fullmatch(r"[0-9]{12}", text):
+        raise argparse.ArgumentTypeError(f"an AWS account is 12 digits, not {text!r}")
+    return text
+
+
+def _api_id(text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9]{1,64}", text):
+        raise argparse.ArgumentTypeError(f"an API id is letters and digits (as a123456789), not {text!r}")
+    return text
+
+
 def _parameter(text: str) -> tuple[str, str]:
     name, sep, value = text.partition("=")
     if not sep or not name:
@@ -168,14 +221,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _run(args: argparse.Namespace, stopper: _Stopper) -> None:
     template = read_template(args)
-    # Before the functions' environment replaces this process's own.
-    gateway = gateway_for(
-        dict(args.parameter).get("ClientAuth"),
-        template.route_auth(),
-        dict(os.environ),
-        args.api_key,
-        args.region,
-    )
+    gateway = read_gateway(args, template)
     configure_logging()
     stopper.check()
     if args.dynamodb_endpoint:
@@ -213,6 +259,30 @@ def read_template(args: argparse.Namespace) -> Template:
     try:
         return Template(parameter_overrides=dict(args.parameter))
     except ValueError as exc:
+        fail(str(exc))
+
+
+def read_gateway(args: argparse.Namespace, template: Template) -> Any:
+    """API Gateway's authentication for the ClientAuth given, with the dev
+    server's credentials (read before the functions' environment replaces
+    this process's own) and the identities' policies."""
+    from devserver.policy import PolicyError
+    from devserver.state import StateError
+
+    try:
+        return gateway_for(
+            dict(args.parameter).get("ClientAuth"),
+            template.route_auth(),
+            dict(os.environ),
+            args.api_key,
+            args.region,
+            template=template,
+            identities=args.identity,
+            account=args.account,
+            api_id=args.api_id or LOCAL_API_ID,
+            key_file=args.state_file.parent / KEY_FILE,
+        )
+    except (PolicyError, StateError) as exc:
         fail(str(exc))
 
 

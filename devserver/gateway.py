@@ -15,16 +15,20 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import re
 import secrets
 import string
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+from devserver.identities import INVOKE, LOCAL_API_ID, ApiArn, Identity, IdentitySpec, api_arn, identities_of
+from devserver.policy import EXPLICITLY_DENIED, Decision, PolicyError
 from devserver.sigv4 import SERVICE, Key, Received, Refused, verify
-from localrun.template import RouteAuth
+from localrun.template import ROOT, RouteAuth, Template
 
 # The account in the ARNs of local stand-ins (as localrun.invoke's context).
 LOCAL_ACCOUNT = "123456789012"
@@ -59,6 +63,24 @@ class Stamp:
         return event
 
 
+class Denied(Refused):
+    """A signed request the identity's policy does not allow: API Gateway's
+    ACCESS_DENIED, and what decided it, for the console."""
+
+    def __init__(self, reason: str, identity: Identity, resource: str, decision: Decision) -> None:
+        super().__init__("ACCESS_DENIED", reason)
+        self.identity = identity
+        self.resource = resource
+        self.decision = decision
+
+    def console(self) -> str:
+        """The console's line: who, what, on which resource, and which statement decided."""
+        return (
+            f"access denied: identity {self.identity.name} ({self.identity.key.access_key}) "
+            f"execute-api:Invoke on {self.resource}: {self.decision.because(self.identity.policy.name)}"
+        )
+
+
 @dataclass(frozen=True)
 class Credentials:
     """The key SigV4 requests are checked against, and where it came from."""
@@ -66,7 +88,8 @@ class Credentials:
     key: Key
     source: str
     account: str = LOCAL_ACCOUNT
-    made_here: bool = False
+    # Where the pair the dev server made is kept between runs (None: found, not made).
+    key_file: Path | None = None
 
 
 def found_credentials(environ: Mapping[str, str]) -> Credentials | None:
@@ -99,11 +122,30 @@ def found_credentials(environ: Mapping[str, str]) -> Credentials | None:
     return None
 
 
-def made_credentials() -> Credentials:
-    """A key pair for this run, for a developer with none."""
+def made_credentials(key_file: Path) -> Credentials:
+    """A key pair for a developer with none: the one kept in ``key_file``
+    (in the dev server's state directory), made and kept there the first
+    time, so the pair exported once keeps working after a restart."""
+    from devserver.state import kept_key_pair
+
+    (access_key, secret_key), made = kept_key_pair(key_file, _new_key_pair)
+    how = "made now" if made else "made before"
+    return Credentials(Key(access_key, secret_key), f"{how}, kept in {_shown(key_file)}", key_file=key_file)
+
+
+def _new_key_pair() -> tuple[str, str]:
     upper = string.ascii_uppercase + string.digits
     access_key = "AKIA" + "".join(secrets.choice(upper) for _ in range(16))
-    return Credentials(Key(access_key, secrets.token_urlsafe(30)), "made for this run", made_here=True)
+    return access_key, secrets.token_urlsafe(30)
+
+
+def _shown(path: Path) -> str:
+    for base in (Path.cwd(), ROOT):
+        try:
+            return str(path.resolve().relative_to(base.resolve()))
+        except ValueError:
+            continue
+    return str(path)
 
 
 def region_of(environ: Mapping[str, str]) -> str:
@@ -132,7 +174,10 @@ def made_api_key() -> str:
 @dataclass
 class Gateway:
     """Authentication as the deployed stage does it for ``client_auth``
-    (None: off). ``routes``: each route's RouteAuth for that value."""
+    (None: off). ``routes``: each route's RouteAuth for that value.
+    ``identities``: access keys whose signed requests are evaluated against
+    a policy, by key; the dev server's own ``credentials`` may call every
+    route. ``arn``: how a request is named in IAM."""
 
     client_auth: str | None = None
     routes: Mapping[tuple[str, str], RouteAuth] = field(default_factory=dict)
@@ -140,6 +185,14 @@ class Gateway:
     api_keys: Sequence[str] = ()
     region: str = DEFAULT_REGION
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    identities: Mapping[str, Identity] = field(default_factory=dict)
+    arn: ApiArn | None = None
+
+    def _keys(self) -> dict[str, Key]:
+        keys = {access_key: identity.key for access_key, identity in self.identities.items()}
+        if self.credentials is not None:
+            keys[self.credentials.key.access_key] = self.credentials.key
+        return keys
 
     def authenticate(self, method: str, resource: str, received: Received) -> dict[str, Any]:
         """The caller's identity fields (requestContext.identity) for a
@@ -150,11 +203,13 @@ class Gateway:
             return identity
         route = f"{method} {resource}"
         if need.sigv4:
-            keys = {} if self.credentials is None else {self.credentials.key.access_key: self.credentials.key}
             try:
-                key = verify(received, keys, self.region, self.clock())
+                key = verify(received, self._keys(), self.region, self.clock())
             except Refused as refused:
                 raise Refused(refused.kind, self._advice(refused, route), refused.error_type) from None
+            who = self.identities.get(key.access_key)
+            if who is not None:
+                self._authorize(who, method, received.path)
             user = f"arn:aws:iam::{self.credentials.account}:user/{key.access_key}"
             identity |= {
                 "accessKey": key.access_key,
@@ -177,6 +232,26 @@ class Gateway:
             identity |= {"apiKey": given[0], "apiKeyId": api_key_id(given[0])}
         return identity
 
+    def _authorize(self, who: Identity, method: str, path: str) -> None:
+        """Raises Denied unless ``who``'s policy allows execute-api:Invoke
+        on the request's ARN, as IAM decides it."""
+        assert self.arn is not None
+        assert self.credentials is not None
+        resource = self.arn.of(method, path)
+        decision = who.policy.decide(INVOKE, resource)
+        if decision.allowed:
+            return
+        user = f"arn:aws:iam::{self.credentials.account}:user/{who.key.access_key}"
+        explicit = " with an explicit deny" if decision.result == EXPLICITLY_DENIED else ""
+        reason = (
+            f"User: {user} is not authorized to perform: {INVOKE} on resource: {resource}{explicit}. "
+            f"Access key {who.key.access_key} is the dev server's identity {who.name}: "
+            f"{decision.because(who.policy.name)}"
+        )
+        if decision.result != EXPLICITLY_DENIED:
+            reason += f"; it may call {who.calls(self.arn)}"
+        raise Denied(reason, who, resource, decision)
+
     def _advice(self, refused: Refused, route: str) -> str:
         """The gateway's reason, then what to do about it here."""
         reason = refused.reason.rstrip(".")
@@ -194,10 +269,10 @@ class Gateway:
                 "(AWS4-HMAC-SHA256 Credential=..., SignedHeaders=..., Signature=...)"
             )
         if refused.kind == "ACCESS_DENIED":
-            known = (
-                "none" if key is None else key.access_key + (" with its session token" if key.token else "")
-            )
-            return f"{reason}. The dev server knows one access key, {known}: sign with it. {why}"
+            known = [] if key is None else [key.access_key + (" with its session token" if key.token else "")]
+            known += [f"{access_key} ({who.name})" for access_key, who in self.identities.items()]
+            keys = ", ".join(known) or "none"
+            return f"{reason}. The dev server knows the access keys {keys}: sign with one. {why}"
         if refused.kind == "EXPIRED_TOKEN":
             return f"{reason}: refresh the credentials, and start the dev server with the new ones"
         return (
@@ -233,15 +308,29 @@ class Gateway:
         lines = [f"  Auth      ClientAuth {self.client_auth}: {clients}; the admin routes take SigV4"]
         if self.credentials is not None:
             key = self.credentials.key
+            every = ": every route (the dev server's own)" if self.identities else ""
             lines.append(
                 f"  SigV4     {SERVICE} in {self.region}, "
-                f"access key {key.access_key} ({self.credentials.source})"
+                f"access key {key.access_key} ({self.credentials.source}){every}"
             )
-            if self.credentials.made_here:
+            if self.credentials.key_file is not None:
                 lines.append(
                     f"            export AWS_ACCESS_KEY_ID={key.access_key} "
                     f"AWS_SECRET_ACCESS_KEY={key.secret_key} AWS_REGION={self.region}"
                 )
+                lines.append("            (the same pair after a restart; delete the file for a new one)")
+        if self.identities and self.arn is not None:
+            name_width = max(len(who.name) for who in self.identities.values())
+            key_width = max(len(access_key) for access_key in self.identities)
+            for access_key, who in self.identities.items():
+                lines.append(
+                    f"  Identity  {who.name:<{name_width}}  {access_key:<{key_width}}  "
+                    f"{who.policy.name}: {who.calls(self.arn)}"
+                )
+            lines.append(
+                f"  IAM       each request is {INVOKE} on {self.arn.prefix}<METHOD>/<path> "
+                "(--region, --account, --api-id)"
+            )
         for key in self.api_keys:
             lines.append(f"  API key   {key}   (export IDBLOCKS_API_KEY={key})")
         return lines
@@ -253,24 +342,66 @@ def gateway_for(
     environ: Mapping[str, str],
     api_keys: Sequence[str] = (),
     region: str | None = None,
+    *,
+    key_file: Path,
+    template: Template,
+    identities: Sequence[IdentitySpec] = (),
+    account: str | None = None,
+    api_id: str = LOCAL_API_ID,
 ) -> Gateway:
     """The gateway for ``client_auth`` (None: off), with the credentials and
     region found in ``environ`` (the dev server's own, read before the
-    functions' environment replaces it) or made for this run."""
+    functions' environment replaces it), else a pair made and kept in
+    ``key_file``; and ``identities``, their policies read from
+    ``template`` or from their files (raises PolicyError)."""
     if not client_auth:
         return Gateway()
-    credentials = found_credentials(environ) or made_credentials()
+    credentials = found_credentials(environ) or made_credentials(key_file)
+    account = account or environ.get("AWS_ACCOUNT_ID") or LOCAL_ACCOUNT
+    credentials = replace(credentials, account=account)
     keys = (list(api_keys) or [made_api_key()]) if client_auth == "API_KEY" else []
-    return Gateway(client_auth, routes, credentials, keys, region or region_of(environ))
+    region = region or region_of(environ)
+    arn = api_arn(template, region, account, api_id)
+    found = identities_of(list(identities), template, arn)
+    if credentials.key.access_key in found:
+        raise PolicyError(
+            f"access key {credentials.key.access_key} is the dev server's own (it may call every route) "
+            f"and identity {found[credentials.key.access_key].name}'s: give the identity another"
+        )
+    return Gateway(client_auth, routes, credentials, keys, region, identities=found, arn=arn)
 
 
-def received_from(environ: Mapping[str, Any], headers: Sequence[tuple[str, str]], body: bytes) -> Received:
-    """The request as it reached the server: the path and query as sent
-    (werkzeug keeps the request line's target in RAW_URI), not as decoded."""
+# An absolute-form request target (RFC 9112, 3.2.2), as sent to a proxy:
+# scheme://authority, then the path.
+_ABSOLUTE_FORM = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/]*")
+
+
+def target_as_sent(environ: Mapping[str, Any]) -> tuple[str, str]:
+    """The request's path and query as sent, percent-encoded: the one
+    reading that routing, SigV4 and the IAM resource all take, so the route
+    run is the path signed and the path evaluated. The request line's
+    target is in RAW_URI (devserver.server keeps it there as sent).
+
+    A fragment ("#...") is no part of a request (clients never send one,
+    and signers drop it). The query is whatever follows the first "?", a
+    "://" in it included. An absolute-form target (http://host/path) is its
+    path. An origin-form target is its path whatever it starts with:
+    "//host/counters/x/next" is that path, whose first segment is empty,
+    never a host followed by /counters/x/next; no route has an empty
+    segment, so it names none, as at API Gateway."""
     from urllib.parse import quote
 
     target = environ.get("RAW_URI") or environ.get("REQUEST_URI")
     if target is None:  # a WSGI test client: no request line, only the decoded path
         target = quote(environ.get("PATH_INFO", "")) + "?" + environ.get("QUERY_STRING", "")
-    path, _, query = target.partition("?")
+    before, _, query = target.partition("#")[0].partition("?")
+    absolute = _ABSOLUTE_FORM.match(before)
+    path = (before[absolute.end() :] or "/") if absolute else before
+    return path, query
+
+
+def received_from(environ: Mapping[str, Any], headers: Sequence[tuple[str, str]], body: bytes) -> Received:
+    """The request as it reached the server: its path and query as sent
+    (target_as_sent), not as decoded."""
+    path, query = target_as_sent(environ)
     return Received(environ.get("REQUEST_METHOD", "GET"), path, query, headers, body)

@@ -148,12 +148,15 @@ class DevServer:
         return requests.delete(self.url + path, timeout=30)
 
 
-def run_devserver(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
-    """Run it to completion (for arguments that make it exit)."""
+def run_devserver(
+    *args: str, timeout: float = 60.0, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run it to completion (for arguments that make it exit); ``env``:
+    variables added to its environment."""
     return subprocess.run(  # noqa: S603 - this interpreter, this project's module, the caller's flags
         [sys.executable, "-m", "devserver", *args],
         cwd=ROOT,
-        env=subprocess_environment(),
+        env=subprocess_environment() | dict(env or {}),
         capture_output=True,
         text=True,
         timeout=timeout,

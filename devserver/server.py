@@ -26,7 +26,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote_to_bytes, urlsplit
+from urllib.parse import unquote_to_bytes
 
 from flask import Response, g, request
 from samcli.lib.providers.api_provider import ApiProvider
@@ -37,9 +37,9 @@ from samcli.local.apigw import local_apigw_service
 from samcli.local.apigw.local_apigw_service import LocalApigwService
 from samcli.local.apigw.path_converter import PathConverter
 from samcli.local.lambdafn.exceptions import FunctionNotFound
-from werkzeug.serving import BaseWSGIServer, make_server
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
-from devserver.gateway import Gateway, Stamp, received_from
+from devserver.gateway import Denied, Gateway, Stamp, received_from, target_as_sent
 from devserver.sigv4 import ERROR_TYPES, Refused
 from localrun.invoke import LocalContext, load_handler
 from localrun.template import ROOT, FunctionSpec, default_template
@@ -225,22 +225,30 @@ def _matches(template: str, path: str) -> bool:
     return re.fullmatch(pattern, path.rstrip("/") or "/") is not None
 
 
-def _keep_encoded_slashes(wsgi_app: Callable[..., Any]) -> Callable[..., Any]:
-    """Route the path as sent: an encoded slash (%2F) is data in its
-    segment, not a separator (RFC 3986), so /counters/orders%2F2024/next
-    reaches next with the name orders%2F2024, which the function refuses as
-    invalid_name. werkzeug decodes it before routing, and the path then
-    matched no route."""
+def _route_as_sent(wsgi_app: Callable[..., Any]) -> Callable[..., Any]:
+    """Route the path as sent (target_as_sent), the one signed and
+    evaluated: werkzeug reads "//host/x" as a host and the path /x, and
+    decodes an encoded slash (%2F) into a separator. An encoded slash is
+    data in its segment (RFC 3986), so /counters/orders%2F2024/next reaches
+    next with the name orders%2F2024, which the function refuses as
+    invalid_name."""
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        sent = environ.get("RAW_URI") or environ.get("REQUEST_URI") or ""
-        path = urlsplit(sent).path if "://" in sent else sent.partition("?")[0]
-        if "%2f" in path.lower():
-            pieces = re.split("%2f", path, flags=re.IGNORECASE)
-            environ["PATH_INFO"] = "%2F".join(unquote_to_bytes(piece).decode("latin-1") for piece in pieces)
+        path, query = target_as_sent(environ)
+        pieces = re.split("%2f", path, flags=re.IGNORECASE)
+        # WSGI's PATH_INFO: decoded, its bytes as latin-1 (PEP 3333).
+        environ["PATH_INFO"] = "%2F".join(unquote_to_bytes(piece).decode("latin-1") for piece in pieces)
+        environ["QUERY_STRING"] = query
         return wsgi_app(environ, start_response)
 
     return app
+
+
+def _path_shown() -> str:
+    """The path as sent, decoded, for the log and the messages. Flask's
+    request.path drops a leading "//" (werkzeug strips the leading slashes
+    before routing, so "//counters/x/next" would match next's route)."""
+    return request.environ.get("PATH_INFO", "").encode("latin-1").decode("utf-8", "replace")
 
 
 class _DropEmptyBodyWarning(logging.Filter):
@@ -263,7 +271,7 @@ def create_app(
     service = GatewayService(api=api, lambda_runner=runner, stderr=StreamWriter(sys.stderr))
     service.create()
     app = service._app
-    app.wsgi_app = _keep_encoded_slashes(app.wsgi_app)
+    app.wsgi_app = _route_as_sent(app.wsgi_app)
     logging.getLogger(local_apigw_service.__name__).addFilter(_EMPTY_BODY)
     document = json.dumps(openapi, indent=2)
 
@@ -276,12 +284,16 @@ def create_app(
     # function runs; SAM CLI's stand-in has the old untyped body and no
     # Cache-Control.
     for status in (404, 405):
-        app.register_error_handler(status, lambda _: unknown_route(api, request.method, request.path))
+        app.register_error_handler(status, lambda _: unknown_route(api, request.method, _path_shown()))
 
     @app.before_request
     def _start_clock() -> Response | None:
         g.started = time.perf_counter()
         g.stamp = Stamp.now()
+        if "//" in _path_shown():
+            # An empty segment: no route of the API has one, so the path
+            # names none (werkzeug would have matched it slashes merged).
+            return unknown_route(api, request.method, _path_shown())
         if request.url_rule is not None:  # a route: API Gateway authenticates before anything else
             received = received_from(
                 request.environ, list(request.headers.items()), request.get_data(cache=True)
@@ -289,6 +301,9 @@ def create_app(
             resource = PathConverter.convert_path_to_api_gateway(request.url_rule.rule)
             try:
                 g.identity = gateway.authenticate(request.method, resource, received)
+            except Denied as denied:
+                log.info("%s", printable(denied.console()))
+                return refusal(denied.kind, denied.reason, denied.error_type)
             except Refused as refused:
                 return refusal(refused.kind, refused.reason, refused.error_type)
         # SAM CLI answers a body that is not UTF-8 with a 502 of its own, before
@@ -304,7 +319,7 @@ def create_app(
     def _log(response: Response) -> Response:
         took = (time.perf_counter() - g.get("started", time.perf_counter())) * 1000
         target = g.get("function", "-")
-        path = request.full_path.rstrip("?")
+        path = f"{_path_shown()}?{request.environ.get('QUERY_STRING', '')}".rstrip("?")
         stamp = g.get("stamp") or Stamp.now()
         # As API Gateway names every answer, its own refusals included.
         response.headers["x-amzn-RequestId"] = stamp.request_id
@@ -331,4 +346,18 @@ def serve(app: Any, host: str, port: int) -> BaseWSGIServer:
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         probe.bind((host, port))
-    return make_server(host, port, app, threaded=True)
+    return make_server(host, port, app, threaded=True, request_handler=_TargetAsSent)
+
+
+class _TargetAsSent(WSGIRequestHandler):
+    """werkzeug's handler, with the request line's target as sent in
+    RAW_URI: Python's http.server reduces a target that starts with "//" to
+    one "/" before werkzeug sees it (against open redirects in file
+    servers), so "//counters/x/next" would reach next's route."""
+
+    def make_environ(self) -> dict[str, Any]:
+        environ = super().make_environ()
+        words = self.requestline.split()
+        if len(words) == 3:  # METHOD target HTTP/x.y, read as latin-1 like every WSGI string
+            environ["RAW_URI"] = environ["REQUEST_URI"] = words[1]
+        return environ

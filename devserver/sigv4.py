@@ -30,7 +30,7 @@ import hmac
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 from botocore.auth import SIGV4_TIMESTAMP, SigV4Auth
 from botocore.awsrequest import AWSRequest
@@ -228,7 +228,7 @@ def _signature(request: Received, auth: Authorization, key: Key, region: str, st
     for name in auth.signed_headers:
         for value in request.header(name) or [""]:
             signed[name] = value
-    path = urlsplit(request.path).path if "://" in request.path else request.path
+    path = request.path  # as sent (devserver.gateway.target_as_sent), as routed
     # The query is compared as API Gateway reads it: each name and value
     # decoded, then encoded the one way SigV4 prescribes.
     pairs = [

@@ -6,6 +6,11 @@ changed it, before the response goes out, and atomically (a temporary file,
 fsync, rename), so a crash leaves either the old state or the new one. A file
 that cannot be read is an error, never silently replaced. Starting with
 --fresh first copies the state it is about to replace to a backup beside it.
+
+Beside the state file the dev server also keeps the key pair it makes for a
+developer with no credentials (ClientAuth AWS_IAM), so the pair exported once
+keeps working after a restart; --fresh leaves it (it empties the tables, and
+the pair is the developer's shell's, not the tables').
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -117,3 +123,70 @@ def _serialise(tables: dict[str, list[dict[str, Any]]]) -> str:
     }
     document = {"format": FORMAT, "version": VERSION, "tables": ordered}
     return json.dumps(document, sort_keys=True, indent=1) + "\n"
+
+
+# -- the key pair the dev server makes for a developer with none ---------------
+
+_KEY_FILE_HEADER = (
+    "# The key pair the idblocks dev server made (ClientAuth AWS_IAM, no credentials of your own).\n"
+    "# It signs requests to the dev server only. Delete this file for a new pair.\n"
+)
+
+
+def kept_key_pair(path: Path, make: Callable[[], tuple[str, str]]) -> tuple[tuple[str, str], bool]:
+    """The key pair kept in ``path`` (an AWS shared-credentials file, its
+    default profile), or one from ``make``, kept there first; and whether it
+    was made now. The file is the owner's alone (0600): it holds a secret.
+    Two servers starting at once keep one pair: the file appears whole
+    (written aside, then linked into place) or not at all."""
+    try:
+        return _read_key_pair(path), False
+    except FileNotFoundError:
+        pass
+    access_key, secret_key = make()
+    text = (
+        f"{_KEY_FILE_HEADER}[default]\naws_access_key_id = {access_key}\n"
+        f"aws_secret_access_key = {secret_key}\n"
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # mkstemp makes the file 0600.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.link(tmp, path)
+    except FileExistsError:
+        return _read_key_pair(path), False
+    except OSError as exc:
+        raise StateError(f"cannot keep the dev server's key pair in {path}: {exc.strerror or exc}") from None
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return (access_key, secret_key), True
+
+
+def _read_key_pair(path: Path) -> tuple[str, str]:
+    import configparser
+
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        mode = path.stat().st_mode
+        parser.read_string(path.read_text(), source=str(path))
+    except FileNotFoundError:
+        raise
+    except (OSError, configparser.Error, UnicodeDecodeError) as exc:
+        raise StateError(
+            f"cannot read the dev server's key pair in {path} ({exc}): delete the file for a new pair"
+        ) from None
+    profile = parser["default"] if parser.has_section("default") else {}
+    access_key, secret_key = profile.get("aws_access_key_id"), profile.get("aws_secret_access_key")
+    if not access_key or not secret_key:
+        raise StateError(
+            f"{path} holds no key pair (aws_access_key_id and aws_secret_access_key under [default]): "
+            "delete the file for a new pair"
+        )
+    if mode & 0o077:
+        # Readable by others (copied, or unpacked from an archive): the owner's alone again.
+        path.chmod(0o600)
+    return access_key, secret_key

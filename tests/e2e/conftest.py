@@ -1,6 +1,8 @@
 """The end-to-end suite's target: --base-url or IDBLOCKS_E2E_URL when given
 (a deployed stack, or any running server), else a dev server of its own with
-a fresh state file, started once for the session. A URL given is a server
+a fresh state file, started once for the session, that authenticates as a
+deployed stack does (ClientAuth AWS_IAM) with a client and an admin identity
+(the stack's ClientPolicy and AdminPolicy). A URL given is a server
 that takes no signature unless it is said to be a deployed stack's:
 --deployed (with --region), or IDBLOCKS_E2E_DEPLOYED=1 as make test-deployed
 sets it."""
@@ -9,13 +11,21 @@ from __future__ import annotations
 
 import itertools
 import os
+import secrets
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
 from devserver.process import DevServer
-from tests.e2e.target import DEPLOYED_VARIABLE, REGION_VARIABLE, URL_VARIABLE, Target
+from tests.e2e.target import (
+    DEPLOYED_VARIABLE,
+    REGION_VARIABLE,
+    URL_VARIABLE,
+    ClientPrincipal,
+    Identities,
+    Target,
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -30,8 +40,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--region", default=None, help=f"a deployed stack's region (or set {REGION_VARIABLE})")
 
 
+# The dev server's region, and the counters its client identity may take IDs
+# from (ClientCounters): those of tests/e2e/test_least_privilege.py's client.
+DEV_REGION = "us-east-1"
+DEV_CLIENT_COUNTERS = "e2e-client-*"
+
+
+def key_pair() -> tuple[str, str]:
+    """A key pair for this session's dev server only."""
+    return "AKIA" + secrets.token_hex(8).upper(), secrets.token_urlsafe(30)
+
+
 @pytest.fixture(scope="session")
-def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+def target(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, run_id: str
+) -> Iterator[Target]:
     url = request.config.getoption("--base-url", default=None) or os.environ.get(URL_VARIABLE)
     if url:
         if request.config.getoption("--deployed", default=False):
@@ -39,9 +62,21 @@ def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         else:
             yield Target.from_environment(url)
         return
+    own, client, admin = key_pair(), key_pair(), key_pair()
+    identities = Identities(
+        ClientPrincipal(None, None, f"e2e-client-{run_id}", f"e2e-other-{run_id}", key=client),
+        DEV_CLIENT_COUNTERS,
+        admin,
+    )
+    args = [
+        "--fresh",
+        *("--parameter", "ClientAuth=AWS_IAM", "--parameter", f"ClientCounters={DEV_CLIENT_COUNTERS}"),
+        *("--identity", f"client={client[0]}:{client[1]}", "--identity", f"admin={admin[0]}:{admin[1]}"),
+    ]
+    env = {"AWS_ACCESS_KEY_ID": own[0], "AWS_SECRET_ACCESS_KEY": own[1], "AWS_REGION": DEV_REGION}
     state = tmp_path_factory.mktemp("e2e-devserver") / "state.json"
-    with DevServer("--fresh", state_file=state) as server:
-        yield Target.unsigned(server.url)
+    with DevServer(*args, state_file=state, env=env) as server:
+        yield Target.dev_server(server.url, own, DEV_REGION, identities)
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,12 @@
 """The service under test, wherever it runs: a base URL and how to sign.
 
-A dev server needs no signature. A deployed stack takes SigV4 on the admin
+A dev server of the suite's own checks SigV4 as a deployed stack does
+(ClientAuth AWS_IAM), with its own credentials for every route, and a client
+and an admin identity (--identity) whose requests are evaluated against the
+stack's ClientPolicy and AdminPolicy: the least-privileged principals of
+tests/e2e/test_least_privilege.py (Target.identities). A URL given from
+outside is a server that takes no signature unless it is a deployed
+stack's. A deployed stack takes SigV4 on the admin
 routes always, and on next/batch unless the stack was deployed with another
 ClientAuth: then IDBLOCKS_E2E_API_KEY (API_KEY) or IDBLOCKS_E2E_CLIENT_AUTH=none.
 Whether the URL is a deployed stack's is said, never read from its host name
@@ -46,10 +52,21 @@ class Target:
     # A deployed stack's region, which SigV4 signs for; None: from the host
     # name (execute-api) or the AWS configuration, or not signed at all.
     region: str | None = None
+    # A dev server's least-privileged identities; a deployed stack's come
+    # from the environment (ClientPrincipal.from_environment).
+    identities: Identities | None = None
 
     @classmethod
     def unsigned(cls, url: str) -> Target:
         return cls(url.rstrip("/"), NoAuth(), NoAuth())
+
+    @classmethod
+    def dev_server(cls, url: str, own: tuple[str, str], region: str, identities: Identities) -> Target:
+        """A dev server checking SigV4 for ``region``: next, batch and the
+        admin routes signed with its own key pair ``own``, which may call
+        every route (as the runner's own credentials against a stack)."""
+        auth = IamAuth(region=region, session=static_session(*own))
+        return cls(url.rstrip("/"), auth, auth, region, identities)
 
     @classmethod
     def deployed(cls, url: str, region: str | None = None, environ: Any = os.environ) -> Target:
@@ -81,8 +98,10 @@ class Target:
         raw: bytes | None = None,
     ) -> requests.Response:
         """One request, signed for its route, with no retry: the tests see
-        exactly what the service answered."""
-        url = self.url + path
+        exactly what the service answered. The URL is signed as it is sent
+        (requests percent-encodes a path such as /counters/bad name!/next),
+        or the signature would cover a path other than the one that arrives."""
+        url = requests.utils.requote_uri(self.url + path)
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
         auth = self.admin_auth if path.startswith("/admin/") else self.client_auth
         sent = {"Content-Type": "application/json"} if data is not None else {}
@@ -95,15 +114,26 @@ class Target:
         return HttpBackend(self.url, auth=self.admin_auth if admin else self.client_auth, retry=retry)
 
 
+def static_session(access_key: str, secret_key: str) -> Any:
+    """A botocore session whose credentials are this key pair."""
+    import botocore.session
+
+    session = botocore.session.Session()
+    session.set_credentials(access_key, secret_key)
+    return session
+
+
 @dataclass(frozen=True)
 class ClientPrincipal:
-    """A least-privileged caller: a role to assume or a profile, the counter
-    its policy lets it take IDs from, and one its policy does not name."""
+    """A least-privileged caller: a role to assume, a profile or (a dev
+    server's identity) a key pair; the counter its policy lets it take IDs
+    from, and one its policy does not name."""
 
     role_arn: str | None
     profile: str | None
     counter: str
     other_counter: str
+    key: tuple[str, str] | None = None
 
     @classmethod
     def from_environment(cls, environ: Any = os.environ) -> ClientPrincipal | None:
@@ -126,6 +156,8 @@ class ClientPrincipal:
             DeferredRefreshableCredentials,
         )
 
+        if self.key is not None:
+            return static_session(*self.key)
         if self.profile is not None:
             return botocore.session.Session(profile=self.profile)
         source = botocore.session.Session()
@@ -161,6 +193,19 @@ class ClientPrincipal:
         if client_counters.endswith("*"):
             return self.other_counter.startswith(client_counters[:-1])
         return self.other_counter == client_counters
+
+
+@dataclass(frozen=True)
+class Identities:
+    """A dev server's least-privileged identities: the client (the stack's
+    ClientPolicy with ``client_counters``) and the admin (its AdminPolicy)."""
+
+    client: ClientPrincipal
+    client_counters: str
+    admin_key: tuple[str, str]
+
+    def admin_auth(self, region: str | None) -> Auth:
+        return IamAuth(region=region, session=static_session(*self.admin_key))
 
 
 @dataclass(frozen=True)

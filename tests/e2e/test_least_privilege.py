@@ -1,16 +1,24 @@
-"""A least-privileged client against a deployed stack: with only what the
-stack's client policy grants (execute-api:Invoke on next and batch of its
-counters), it takes IDs from its counter, and is refused everything else:
-the admin routes, a counter its policy does not name, and the functions
-themselves (no lambda:InvokeFunction, so it cannot hand a function an event
-it wrote). What AWS enforces here is also read from the template in
-tests/infra/test_policies.py; this is the same, asked of AWS.
+"""A least-privileged client: with only what the stack's client policy
+grants (execute-api:Invoke on next and batch of its counters), it takes IDs
+from its counter, and is refused everything else: the admin routes, a
+counter its policy does not name, and the functions themselves (no
+lambda:InvokeFunction, so it cannot hand a function an event it wrote).
+What AWS enforces here is also read from the template in
+tests/infra/test_policies.py; this is the same, asked of AWS or of the dev
+server, which evaluates the stack's policies as IAM does.
 
-Runs only with a client principal: make test-deployed STACK=... CLIENT_ROLE=<a
-role with only ClientPolicyArn attached> CLIENT_COUNTER=<a counter it names>
-OTHER_COUNTER=<one it does not>. Another counter's refusal is skipped when
-the stack's ClientCounters (read from the stack, or CLIENT_COUNTERS=) names
-every counter or the other one as well: the policy then grants it."""
+Against the suite's own dev server (make test) the client and the admin are
+its identities (tests/e2e/conftest.py): the stack's ClientPolicy, with
+ClientCounters e2e-client-*, and its AdminPolicy; the admin calls the admin
+routes and takes no IDs. The dev server runs no Lambda API: the direct
+invocation is a deployed stack's to show.
+
+Against a deployed stack, only with a client principal: make test-deployed
+STACK=... CLIENT_ROLE=<a role with only ClientPolicyArn attached>
+CLIENT_COUNTER=<a counter it names> OTHER_COUNTER=<one it does not>. Another
+counter's refusal is skipped when the stack's ClientCounters (read from the
+stack, or CLIENT_COUNTERS=) names every counter or the other one as well:
+the policy then grants it."""
 
 from __future__ import annotations
 
@@ -25,9 +33,6 @@ import requests
 from tests.e2e.deployed import STACK_VARIABLE
 from tests.e2e.target import CLIENT_COUNTERS_VARIABLE, ClientPrincipal, Target
 
-PRINCIPAL = ClientPrincipal.from_environment()
-pytestmark = pytest.mark.skipif(PRINCIPAL is None, reason="no least-privileged client principal given")
-
 ADMIN_CALLS = [
     ("POST", "/admin/counters", {"name": "e2e-never"}),
     ("GET", "/admin/counters", None),
@@ -38,9 +43,19 @@ ADMIN_CALLS = [
 
 
 @pytest.fixture(scope="module")
-def principal() -> ClientPrincipal:
-    assert PRINCIPAL is not None
-    return PRINCIPAL
+def principal(target: Target) -> ClientPrincipal:
+    found = target.identities.client if target.identities else ClientPrincipal.from_environment()
+    if found is None:
+        pytest.skip("no least-privileged client principal given")
+    return found
+
+
+@pytest.fixture(scope="module")
+def client_counters(target: Target) -> str | None:
+    """The stack's ClientCounters, when known."""
+    return (
+        target.identities.client_counters if target.identities else os.environ.get(CLIENT_COUNTERS_VARIABLE)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -76,8 +91,9 @@ def test_the_client_takes_ids_from_its_counter_by_next_and_batch(client, princip
 
 
 @pytest.mark.parametrize("route", ["next", "batch"])
-def test_the_client_is_refused_a_counter_its_policy_does_not_name(client, principal, counters, route):
-    client_counters = os.environ.get(CLIENT_COUNTERS_VARIABLE)
+def test_the_client_is_refused_a_counter_its_policy_does_not_name(
+    client, principal, counters, client_counters, route
+):
     if principal.may_take_from_other_counter(client_counters):
         pytest.skip(
             f"the stack's ClientCounters is {client_counters!r}, which names {principal.other_counter!r} "
@@ -101,6 +117,10 @@ def test_the_client_is_refused_every_admin_route(client, principal, counters, me
 def test_the_client_cannot_invoke_a_function_directly(target, principal, counters):
     """With lambda:InvokeFunction it could send a function an event naming
     any caller; it holds none."""
+    if target.identities is not None:
+        pytest.skip(
+            "the dev server runs no Lambda API: a deployed stack shows it (make test-deployed STACK=...)"
+        )
     stack = os.environ.get(STACK_VARIABLE)
     if not stack:
         pytest.skip("the functions' names come from the stack: give STACK")
@@ -121,3 +141,35 @@ def test_the_client_cannot_invoke_a_function_directly(target, principal, counter
 def test_an_unsigned_request_is_refused(target, principal, counters):
     reply = requests.post(f"{target.url}/counters/{principal.counter}/next", timeout=30)
     assert reply.status_code == 403
+
+
+# -- the admin: the admin routes, and no IDs ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def admin(target: Target) -> Target:
+    """The target signed as a least-privileged admin (the stack's AdminPolicy
+    only): the dev server's admin identity; a deployed stack gives none."""
+    if target.identities is None:
+        pytest.skip("no least-privileged admin principal given (the suite's dev server has one)")
+    auth = target.identities.admin_auth(target.region)
+    return Target(target.url, auth, auth, target.region)
+
+
+def test_the_admin_calls_every_admin_route(admin, run_id):
+    name = f"e2e-admin-{run_id}"
+    created = admin.call("POST", "/admin/counters", {"name": name, "start": 10})
+    assert created.status_code == 201, created.text
+    assert admin.call("GET", f"/admin/counters/{name}").json()["next"] == 10
+    assert admin.call("GET", "/admin/counters").status_code == 200
+    assert admin.call("PUT", f"/admin/counters/{name}", {"next": 20}).json()["next"] == 20
+    assert admin.call("DELETE", f"/admin/counters/{name}").status_code == 204
+
+
+@pytest.mark.parametrize("route", ["next", "batch"])
+def test_the_admin_takes_no_ids(admin, principal, counters, route):
+    reply = admin.call(
+        "POST", f"/counters/{principal.counter}/{route}", {"count": 1} if route == "batch" else None
+    )
+    assert reply.status_code == 403, reply.text
+    assert reply.json()["error"]["code"] == "access_denied"

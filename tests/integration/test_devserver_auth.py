@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import stat
 import subprocess
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 import requests
@@ -19,11 +21,15 @@ import requests
 from devserver.process import DevServer, run_devserver
 from tests.support.signing import (
     ACCESS_KEY,
+    ADMIN_KEY,
+    CLIENT_KEY,
     REGION,
+    SECRET_KEY,
     SERVER_ENV,
     SESSION_ENV,
     TOKEN,
     iam_dev_server,
+    identity,
     send,
     sign,
     skewed,
@@ -306,3 +312,284 @@ def test_auth_options_that_cannot_apply_are_refused(tmp_path, args, fragment):
     assert done.returncode == 2
     assert fragment in done.stderr
     assert "Traceback" not in done.stderr
+
+
+# -- identities: who may call what, evaluated as IAM does --------------------------
+
+SERVICE_KEY = ("AKIASERVICEPOLICY001", "service-policy-secret")
+# A service's own role's policy, as written for the deployed API it calls
+# (its id and account): the dev server is told them (--api-id, --account).
+DEPLOYED_API = ("a1b2c3d4e5", "111122223333")
+SERVICE_POLICY = {
+    "Version": "2012-10-17",
+    "Statement": [
+        {
+            "Sid": "TakeOrders",
+            "Effect": "Allow",
+            "Action": "execute-api:Invoke",
+            "Resource": f"arn:aws:execute-api:{REGION}:{DEPLOYED_API[1]}:{DEPLOYED_API[0]}"
+            "/v1/POST/counters/orders*",
+        },
+        {
+            "Sid": "NeverTheEuOnes",
+            "Effect": "Deny",
+            "Action": "execute-api:*",
+            "Resource": f"arn:aws:execute-api:*:*:{DEPLOYED_API[0]}/*/*/counters/orders.eu*",
+        },
+    ],
+}
+ADMIN_CALLS = [
+    ("POST", "/admin/counters", b'{"name": "guarded-never"}'),
+    ("GET", "/admin/counters", b""),
+    ("GET", "/admin/counters/orders.eu", b""),
+    ("PUT", "/admin/counters/orders.eu", b'{"next": 1000}'),
+    ("DELETE", "/admin/counters/orders.eu", b""),
+]
+
+
+def as_key(key: tuple[str, str]) -> dict[str, str]:
+    return {"access_key": key[0], "secret_key": key[1]}
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory):
+    """ClientAuth AWS_IAM with a client identity (ClientCounters orders.eu),
+    an admin identity and a service identity with a policy file of its own."""
+    folder = tmp_path_factory.mktemp("guarded")
+    service_policy = folder / "service-policy.json"
+    service_policy.write_text(json.dumps(SERVICE_POLICY))
+    args = [
+        "--fresh",
+        "--parameter",
+        "ClientAuth=AWS_IAM",
+        "--parameter",
+        "ClientCounters=orders.eu",
+        "--api-id",
+        DEPLOYED_API[0],
+        "--account",
+        DEPLOYED_API[1],
+        *identity("client", CLIENT_KEY),
+        *identity("admin", ADMIN_KEY),
+        *identity(str(service_policy), SERVICE_KEY),
+    ]
+    with DevServer(*args, state_file=folder / "state.json", env=SERVER_ENV) as server:
+        yield server
+
+
+def console_line(dev: DevServer, reply: requests.Response, fragment: str) -> str:
+    """The console's line with ``fragment`` logged before ``reply``'s own."""
+    request_id = reply.headers["x-amzn-RequestId"]
+    assert wait_until(lambda: any(request_id in line for line in dev.output))
+    lines = dev.output[: next(i for i, line in enumerate(dev.output) if request_id in line) + 1]
+    assert " -> - 403 " in lines[-1], lines[-1]  # no function ran
+    return next(line for line in reversed(lines) if fragment in line)
+
+
+def assert_access_denied(reply: requests.Response) -> str:
+    assert reply.status_code == 403, reply.text
+    assert reply.json()["error"]["code"] == "access_denied", reply.text
+    assert reply.headers["x-amzn-ErrorType"] == "AccessDeniedException"
+    assert reply.headers["Cache-Control"] == "no-store"
+    return reply.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(("method", "path", "body"), ADMIN_CALLS, ids=[f"{m} {p}" for m, p, _ in ADMIN_CALLS])
+def test_a_client_identity_calling_an_admin_route_is_refused_as_api_gateway_refuses_it(
+    guarded, method, path, body
+):
+    """A service whose role will carry only the stack's ClientPolicy called
+    every admin route locally (200), and learned otherwise only in AWS."""
+    reply = signed_send(method, guarded.url + path, body, **as_key(CLIENT_KEY))
+    message = assert_access_denied(reply)
+    resource = f"arn:aws:execute-api:{REGION}:{DEPLOYED_API[1]}:{DEPLOYED_API[0]}/v1/{method}{path}"
+    assert f"is not authorized to perform: execute-api:Invoke on resource: {resource}" in message
+    assert "no statement of ClientPolicy of template.yaml allows it" in message
+    line = console_line(guarded, reply, "access denied")
+    assert f"identity client ({CLIENT_KEY[0]}) execute-api:Invoke on {resource}" in line
+    assert "no statement of ClientPolicy of template.yaml allows it" in line
+
+
+def test_a_client_identity_takes_ids_of_its_counters_and_of_no_other(guarded):
+    url = guarded.url
+    assert signed_send("POST", f"{url}/counters/orders.eu/next", **as_key(CLIENT_KEY)).json()["id"] == 1
+    assert signed_send("GET", f"{url}/counters/orders.eu/next", **as_key(CLIENT_KEY)).json()["id"] == 2
+    batch = signed_send("POST", f"{url}/counters/orders.eu/batch", JSON, **as_key(CLIENT_KEY))
+    assert (batch.json()["start"], batch.json()["end"]) == (3, 5)
+    # prefixes that share a beginning, and a dot that is only a dot
+    for name in ("ordersXeu", "orders", "orders.eu2", "Orders.eu"):
+        for route, body in (("next", b""), ("batch", JSON)):
+            reply = signed_send("POST", f"{url}/counters/{name}/{route}", body, **as_key(CLIENT_KEY))
+            assert_access_denied(reply)
+        # nothing ran: next and batch would have created the counter
+        assert signed_send("GET", f"{url}/admin/counters/{name}").status_code == 404
+
+
+def test_an_admin_identity_calls_every_admin_route_and_takes_no_ids(guarded):
+    url = guarded.url
+    created = signed_send("POST", f"{url}/admin/counters", b'{"name": "guarded-admin"}', **as_key(ADMIN_KEY))
+    assert created.status_code == 201, created.text
+    assert signed_send("GET", f"{url}/admin/counters", **as_key(ADMIN_KEY)).status_code == 200
+    assert signed_send("GET", f"{url}/admin/counters/guarded-admin", **as_key(ADMIN_KEY)).json()["next"] == 1
+    moved = signed_send("PUT", f"{url}/admin/counters/guarded-admin", b'{"next": 9}', **as_key(ADMIN_KEY))
+    assert moved.json()["next"] == 9
+    for route, body in (("next", b""), ("batch", JSON)):
+        reply = signed_send("POST", f"{url}/counters/guarded-admin/{route}", body, **as_key(ADMIN_KEY))
+        assert "no statement of AdminPolicy of template.yaml allows it" in assert_access_denied(reply)
+    assert (
+        signed_send("DELETE", f"{url}/admin/counters/guarded-admin", **as_key(ADMIN_KEY)).status_code == 204
+    )
+
+
+def test_the_dev_servers_own_credentials_still_call_every_route(guarded):
+    url = guarded.url
+    assert signed_send("POST", f"{url}/counters/guarded-own/next").json()["id"] == 1
+    assert signed_send("POST", f"{url}/counters/guarded-own/batch", JSON).json()["start"] == 2
+    assert signed_send("GET", f"{url}/admin/counters/guarded-own").json()["next"] == 5
+    assert signed_send("DELETE", f"{url}/admin/counters/guarded-own").status_code == 204
+
+
+def test_a_policy_of_ones_own_is_evaluated_and_its_explicit_deny_wins(guarded):
+    url = guarded.url
+    assert signed_send("POST", f"{url}/counters/orders-service/next", **as_key(SERVICE_KEY)).json()["id"] == 1
+    refused = signed_send("POST", f"{url}/counters/orders.eu-service/next", **as_key(SERVICE_KEY))
+    message = assert_access_denied(refused)
+    assert "with an explicit deny" in message
+    line = console_line(guarded, refused, "access denied")
+    assert f"service-policy.json ({SERVICE_KEY[0]}) execute-api:Invoke on arn:" in line
+    assert "statement 'NeverTheEuOnes' of " in line
+    assert "service-policy.json denies it" in line
+    # GET next is not in its policy
+    assert_access_denied(signed_send("GET", f"{url}/counters/orders-service/next", **as_key(SERVICE_KEY)))
+
+
+def test_the_banner_lists_each_identity_and_what_it_may_call(guarded):
+    banner = "".join(
+        guarded.output[: next(i for i, line in enumerate(guarded.output) if line.startswith("ready"))]
+    )
+    client = next(line for line in banner.splitlines() if "Identity  client" in line)
+    assert CLIENT_KEY[0] in client
+    assert (
+        "POST /counters/orders.eu/next, GET /counters/orders.eu/next, POST /counters/orders.eu/batch"
+        in client
+    )
+    admin = next(line for line in banner.splitlines() if "Identity  admin" in line)
+    assert "* /admin/counters, * /admin/counters/*" in admin
+    service = next(line for line in banner.splitlines() if SERVICE_KEY[0] in line)
+    assert "POST /counters/orders*" in service
+    assert "never " in service
+    assert f"{ACCESS_KEY} (AWS_ACCESS_KEY_ID): every route" in banner
+    assert f"{DEPLOYED_API[1]}:{DEPLOYED_API[0]}/v1/<METHOD>/<path>" in banner
+    for secret in (CLIENT_KEY[1], ADMIN_KEY[1], SERVICE_KEY[1], SECRET_KEY):
+        assert secret not in banner
+
+
+def refused_at_start(tmp_path: Path, *args: str, policy: object = None) -> str:
+    if policy is not None:
+        (tmp_path / "policy.json").write_text(json.dumps(policy))
+    done = run_devserver(*args, "--state-file", str(tmp_path / "s.json"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "s.json").exists()
+    return done.stderr
+
+
+IAM = ("--parameter", "ClientAuth=AWS_IAM")
+
+
+@pytest.mark.parametrize(
+    ("args", "policy", "said"),
+    [
+        (
+            [*IAM, "--identity", "{policy}=AKIAPOLICY1:x"],
+            {"Statement": {"Effect": "Allow", "Action": "*", "Resource": "*", "Condition": {"Bool": {}}}},
+            "has a Condition, which the dev server does not evaluate",
+        ),
+        (
+            [*IAM, "--identity", "{policy}=AKIAPOLICY1:x"],
+            {
+                "Statement": {
+                    "Effect": "Allow",
+                    "Action": "*",
+                    "Resource": "arn:aws:execute-api:*:*:${aws:username}",
+                }
+            },
+            "holds a policy variable",
+        ),
+        (
+            [*IAM, "--identity", "{policy}=AKIAPOLICY1:x"],
+            "not json",
+            "is not JSON",
+        ),
+        ([*IAM, "--identity", "missing.json=AKIAPOLICY1:x"], None, "cannot read the policy missing.json"),
+        (
+            ["--parameter", "ClientAuth=API_KEY", "--identity", "client=AKIAPOLICY1:x"],
+            None,
+            "creates ClientPolicy only when its condition ClientAuthIsIam holds",
+        ),
+        (["--identity", "admin=AKIAPOLICY1:x"], None, "apply with --parameter ClientAuth"),
+        ([*IAM, "--identity", "admin=AKIAPOLICY1"], None, "ROLE=ACCESS_KEY_ID:SECRET_ACCESS_KEY"),
+        (
+            [*IAM, "--identity", "admin=AKIAPOLICY1:x", "--identity", "client=AKIAPOLICY1:y"],
+            None,
+            "two identities",
+        ),
+        ([*IAM, "--api-id", "not-an-id!"], None, "an API id is letters and digits"),
+        ([*IAM, "--account", "1234"], None, "an AWS account is 12 digits"),
+    ],
+    ids=[
+        "a condition",
+        "a policy variable",
+        "not JSON",
+        "no such file",
+        "no client policy under API_KEY",
+        "no ClientAuth",
+        "no secret",
+        "one key twice",
+        "an API id",
+        "an account",
+    ],
+)
+def test_what_the_dev_server_would_not_evaluate_as_iam_does_stops_it_saying_why(tmp_path, args, policy, said):
+    given = [arg.replace("{policy}", str(tmp_path / "policy.json")) for arg in args]
+    if isinstance(policy, str):
+        (tmp_path / "policy.json").write_text(policy)
+        policy = None
+    assert said in refused_at_start(tmp_path, *given, policy=policy)
+
+
+def test_the_dev_servers_own_key_cannot_be_an_identitys(tmp_path):
+    args = (*IAM, "--identity", f"client={ACCESS_KEY}:x", "--state-file", str(tmp_path / "s.json"))
+    done = run_devserver(*args, env=SERVER_ENV)
+    assert done.returncode == 2
+    assert "is the dev server's own" in done.stderr
+
+
+# -- the key pair made for a developer with none -------------------------------------
+
+
+def test_the_key_pair_made_with_no_credentials_works_after_a_restart(tmp_path):
+    """It was made anew at every start: the pair exported from the banner
+    stopped working after a restart. It is kept beside the state (0600);
+    --fresh empties the tables and keeps it."""
+    nowhere = str(tmp_path / "none")
+    env = {"AWS_SHARED_CREDENTIALS_FILE": nowhere, "AWS_CONFIG_FILE": nowhere}
+    state = tmp_path / "dev-state" / "s.json"
+    pairs = []
+    for args in ((), (), ("--fresh",)):
+        with DevServer(*IAM, *args, state_file=state, env=env) as dev:
+            (pair,) = re.findall(
+                r"export AWS_ACCESS_KEY_ID=(\S+) AWS_SECRET_ACCESS_KEY=(\S+) AWS_REGION=", "".join(dev.output)
+            )
+            pairs.append(pair)
+            reply = signed_send(
+                "POST",
+                f"{dev.url}/counters/kept/next",
+                access_key=pairs[0][0],
+                secret_key=pairs[0][1],
+                region="us-east-1",
+            )
+            assert reply.status_code == 200, reply.text
+    assert pairs[0] == pairs[1] == pairs[2]
+    kept = tmp_path / "dev-state" / "credentials"
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
+    assert pairs[0][1] in kept.read_text()

@@ -5,9 +5,14 @@ the dev server's authentication."""
 from __future__ import annotations
 
 import contextlib
+import http.client
+import json
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 from unittest import mock
+from urllib.parse import urlsplit
 
 import requests
 from botocore.auth import SigV4Auth
@@ -63,3 +68,41 @@ def send(
     method: str, url: str, body: bytes = b"", headers: dict[str, str] | None = None
 ) -> requests.Response:
     return requests.request(method, url, data=body, headers=headers or {}, timeout=30)
+
+
+# Identities (--identity ROLE=KEY:SECRET): keys whose requests are evaluated
+# against a policy, apart from the dev server's own.
+CLIENT_KEY = ("AKIACLIENTIDENTITY01", "client-identity-secret")
+ADMIN_KEY = ("AKIAADMINIDENTITY001", "admin-identity-secret")
+
+
+def identity(role: str, key: tuple[str, str]) -> list[str]:
+    """The dev server's arguments that give ``key`` the policy of ``role``."""
+    return ["--identity", f"{role}={key[0]}:{key[1]}"]
+
+
+@dataclass(frozen=True)
+class RawReply:
+    status: int
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+def send_target(
+    url: str, method: str, target: str, headers: dict[str, str] | None = None, body: bytes = b""
+) -> RawReply:
+    """``method`` with exactly ``target`` on its request line, to the server
+    at ``url``: HTTP clients normalise what they send (merge "//", drop a
+    fragment), and the odd targets are what a test needs to send."""
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    try:
+        connection.putrequest(method, target, skip_host=True, skip_accept_encoding=True)
+        sent = {"Host": parts.netloc, "Content-Length": str(len(body))} | (headers or {})
+        for name, value in sent.items():
+            connection.putheader(name, value)
+        connection.endheaders(body)
+        reply = connection.getresponse()
+        return RawReply(reply.status, dict(reply.getheaders()), json.loads(reply.read() or b"{}"))
+    finally:
+        connection.close()

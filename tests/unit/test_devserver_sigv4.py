@@ -5,10 +5,11 @@ request, or to what it was signed with, is refused as API Gateway refuses it."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from urllib.parse import urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import pytest
 
+from devserver.gateway import received_from, target_as_sent
 from devserver.sigv4 import Key, Received, Refused, verify
 from tests.support.signing import ACCESS_KEY, REGION, SECRET_KEY, TOKEN, sign, skewed
 
@@ -181,3 +182,66 @@ def test_the_reason_is_api_gateways_own_words(signing, reason):
     with pytest.raises(Refused) as refused:
         check(received("POST", URL, signed(**signing), BODY))
     assert refused.value.reason.startswith(reason), refused.value.reason
+
+
+# -- one reading of the path as sent, for routing, signing and IAM ------------------
+
+# (the request target as sent, the path and query the dev server reads from it)
+TARGETS = {
+    "origin form": ("/counters/orders/next", "/counters/orders/next", ""),
+    "a query": ("/admin/counters?limit=2&cursor=a%2Fb", "/admin/counters", "limit=2&cursor=a%2Fb"),
+    # the path's first segment is empty: no host in it
+    "//host/...": ("//host/counters/orders/next", "//host/counters/orders/next", ""),
+    "// and a route's path": ("//counters/orders/next", "//counters/orders/next", ""),
+    # a "://" after the "?" is the query's, and decides nothing about the path
+    ":// after the ?": ("/counters/orders/next?u=http://x/y", "/counters/orders/next", "u=http://x/y"),
+    "//host/... and :// after the ?": (
+        "//h/counters/a%2Fb/next?u=http://x",
+        "//h/counters/a%2Fb/next",
+        "u=http://x",
+    ),
+    "absolute form": ("http://h:3000/counters/orders/next?a=1", "/counters/orders/next", "a=1"),
+    "absolute form, no path": ("http://h", "/", ""),
+    "absolute form, // path": ("http://h//counters/orders/next", "//counters/orders/next", ""),
+    "an encoded slash": ("/counters/orders%2F2024/next", "/counters/orders%2F2024/next", ""),
+    "a fragment": ("/counters/orders/next?a=1#x?b=2", "/counters/orders/next", "a=1"),
+    "a :// in the path": ("/counters/a://b/next", "/counters/a://b/next", ""),
+}
+
+
+@pytest.mark.parametrize("form", list(TARGETS))
+def test_the_path_and_query_are_read_once_as_sent(form):
+    target, path, query = TARGETS[form]
+    assert target_as_sent({"RAW_URI": target}) == (path, query)
+    assert received_from({"RAW_URI": target, "REQUEST_METHOD": "POST"}, [], b"").path == path
+
+
+@pytest.mark.parametrize("form", list(TARGETS))
+def test_a_request_signed_for_the_url_it_is_sent_to_verifies(form):
+    """A client signs the URL it sends (its query encoded the one SigV4 way,
+    as API Gateway reads it); the dev server checks the signature of the
+    path it routes, read from the target by the same function."""
+    target, path, query = TARGETS[form]
+    host = urlsplit(target).netloc if target.startswith("http://") else urlsplit(BASE).netloc
+    encoded = "&".join(
+        "=".join(quote(unquote(part), safe="-_.~") for part in pair.split("=", 1))
+        for pair in query.split("&")
+    )
+    headers = sign("GET", f"http://{host}{path}" + (f"?{encoded}" if query else ""))
+    request = received_from(
+        {"RAW_URI": target, "REQUEST_METHOD": "GET"}, [("Host", host), *headers.items()], b""
+    )
+    assert check(request).access_key == ACCESS_KEY
+
+
+def test_a_path_other_than_the_one_signed_is_refused():
+    """Signed for /counters/orders/next, sent to //h/counters/orders/next?u=http://x:
+    werkzeug would have routed /h/... or, with the "://", /counters/...; the
+    signature covers what is routed, and it is not that."""
+    headers = sign("POST", BASE + "/counters/orders/next")
+    request = received_from(
+        {"RAW_URI": "//h/counters/orders/next", "REQUEST_METHOD": "POST"},
+        [("Host", urlsplit(BASE).netloc), *headers.items()],
+        b"",
+    )
+    assert refusal(request) == INVALID

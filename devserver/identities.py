@@ -1,0 +1,187 @@
+"""Who may call what on the dev server: identities, each an access key with
+an IAM policy, and the ARN API Gateway gives each request in IAM.
+
+``--identity ROLE=ACCESS_KEY_ID:SECRET_ACCESS_KEY``: ROLE ``client`` is the
+stack's ClientPolicy, ``admin`` its AdminPolicy, both read from template.yaml
+with the parameters the dev server runs with (ClientCounters, StageName,
+AllowGetNext), so they cannot drift from what is deployed; any other ROLE is
+the path of a policy document (JSON). A request signed with the key is
+evaluated (devserver.policy) for ``execute-api:Invoke`` on
+``arn:aws:execute-api:<region>:<account>:<api-id>/<stage>/<METHOD>/<path>``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from devserver.policy import Policy, PolicyError, invoke_statements, parse, read
+from devserver.sigv4 import Key
+from localrun.template import Template
+
+INVOKE = "execute-api:Invoke"
+# The stack's policy each role stands for.
+STACK_POLICIES = {"client": "ClientPolicy", "admin": "AdminPolicy"}
+# SAM CLI's API id in the events it builds (requestContext.apiId).
+LOCAL_API_ID = "1234567890"
+# ROLE=ACCESS_KEY_ID:SECRET: an access key id is letters and digits, so the
+# first "=" followed by one and a ":" ends the role (a path may hold "=").
+_SPEC = re.compile(r"(?P<role>.+?)=(?P<access_key>[A-Za-z0-9]{1,128}):(?P<secret_key>.+)")
+
+
+@dataclass(frozen=True)
+class IdentitySpec:
+    """``--identity`` as given: the role (client, admin, a policy's path) and the key."""
+
+    role: str
+    access_key: str
+    secret_key: str
+
+    @classmethod
+    def parse(cls, text: str) -> IdentitySpec:
+        match = _SPEC.fullmatch(text)
+        if match is None:
+            raise ValueError(
+                f"expected ROLE=ACCESS_KEY_ID:SECRET_ACCESS_KEY (ROLE: client, admin or a policy's "
+                f"path), not {text!r}"
+            )
+        return cls(**match.groupdict())
+
+
+@dataclass(frozen=True)
+class ApiArn:
+    """How API Gateway names a request to this API in IAM."""
+
+    region: str
+    account: str
+    api_id: str
+    stage: str
+    partition: str = "aws"
+
+    @property
+    def prefix(self) -> str:
+        return f"arn:{self.partition}:execute-api:{self.region}:{self.account}:{self.api_id}/{self.stage}/"
+
+    def of(self, method: str, path: str) -> str:
+        """The ARN of ``method`` on ``path`` (as sent, with its leading /)."""
+        return f"{self.prefix}{method}/{path.removeprefix('/')}"
+
+    def shown(self, resource: str) -> str:
+        """``resource`` (a policy's) as the banner shows it: METHOD /path
+        when it names this API and stage, else as written."""
+        if resource == "*":
+            return "every route"
+        if not resource.startswith(self.prefix):
+            return resource
+        method, _, path = resource.removeprefix(self.prefix).partition("/")
+        return f"{method} /{path}"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """An access key and the policy a request signed with it is evaluated against."""
+
+    name: str
+    key: Key
+    policy: Policy
+
+    def calls(self, arn: ApiArn) -> str:
+        """What it may call, in its policy's own terms, for the banner."""
+        said = []
+        for statement in invoke_statements(self.policy):
+            resources = ", ".join(arn.shown(r) for r in statement.resources)
+            if statement.effect == "Allow":
+                said.append(f"all but {resources}" if statement.not_resource else resources)
+            else:
+                said.append(f"never {resources}" if not statement.not_resource else f"only {resources}")
+        return "; ".join(said) or f"nothing (no statement on {INVOKE})"
+
+
+def api_arn(template: Template, region: str, account: str, api_id: str = LOCAL_API_ID) -> ApiArn:
+    return ApiArn(region, account, api_id, template.parameters["StageName"])
+
+
+def identities_of(specs: list[IdentitySpec], template: Template, arn: ApiArn) -> dict[str, Identity]:
+    """Each ``--identity`` by its access key; PolicyError saying what is wrong."""
+    found: dict[str, Identity] = {}
+    for spec in specs:
+        if spec.access_key in found:
+            raise PolicyError(
+                f"access key {spec.access_key} is given to two identities ({found[spec.access_key].name} "
+                f"and {spec.role}): give each its own"
+            )
+        if spec.role in STACK_POLICIES:
+            policy = stack_policy(template, STACK_POLICIES[spec.role], arn)
+        else:
+            policy = read(Path(spec.role))
+        found[spec.access_key] = Identity(spec.role, Key(spec.access_key, spec.secret_key), policy)
+    return found
+
+
+# -- the stack's policies, from template.yaml ----------------------------------
+
+
+class _NoValue:
+    """AWS::NoValue: what leaves a list's entry out."""
+
+
+_NO_VALUE = _NoValue()
+_SUB = re.compile(r"\$\{(!?)([^}]*)\}")
+
+
+def stack_policy(template: Template, logical_id: str, arn: ApiArn) -> Policy:
+    """The PolicyDocument of the template's ``logical_id`` (an
+    AWS::IAM::ManagedPolicy) as CloudFormation would create it for this
+    API, with the template's parameters as the dev server runs with them."""
+    resource = template.resources.get(logical_id)
+    if resource is None:
+        raise PolicyError(f"template.yaml has no {logical_id}")
+    condition = resource.get("Condition")
+    if condition and not template.condition(condition):
+        auth = template.parameters.get("ClientAuth")
+        raise PolicyError(
+            f"template.yaml creates {logical_id} only when its condition {condition} holds, and it does "
+            f"not with these parameters (ClientAuth {auth}): a deployed stack has no such policy to "
+            "attach. Give this identity a policy document of its own (--identity PATH=...)"
+        )
+    names = {
+        **template.parameters,
+        "AWS::Partition": arn.partition,
+        "AWS::Region": arn.region,
+        "AWS::AccountId": arn.account,
+        "Api": arn.api_id,
+    }
+    document = _resolved(resource["Properties"]["PolicyDocument"], template, names)
+    return parse(document, f"{logical_id} of template.yaml")
+
+
+def _resolved(value: Any, template: Template, names: Mapping[str, str]) -> Any:
+    """``value`` with the intrinsic functions a policy document uses
+    resolved: Fn::If on the template's conditions, Ref (AWS::NoValue drops
+    a list's entry), Fn::Sub. Anything else is an error, not a guess."""
+    if isinstance(value, list):
+        items = (_resolved(item, template, names) for item in value)
+        return [item for item in items if item is not _NO_VALUE]
+    if not isinstance(value, dict):
+        return value
+    if len(value) == 1:
+        ((function, argument),) = value.items()
+        if function == "Fn::If":
+            condition, if_true, if_false = argument
+            return _resolved(if_true if template.condition(condition) else if_false, template, names)
+        if function == "Ref":
+            return _NO_VALUE if argument == "AWS::NoValue" else _name(argument, names)
+        if function == "Fn::Sub" and isinstance(argument, str):
+            return _SUB.sub(lambda m: "${" + m[2] + "}" if m[1] else _name(m[2], names), argument)
+        if function.startswith("Fn::"):
+            raise PolicyError(f"cannot resolve {function} in a policy of template.yaml outside AWS")
+    return {key: _resolved(item, template, names) for key, item in value.items()}
+
+
+def _name(name: str, names: Mapping[str, str]) -> str:
+    if name not in names:
+        raise PolicyError(f"cannot resolve {name} in a policy of template.yaml outside AWS")
+    return names[name]
