@@ -13,14 +13,13 @@ evaluated (devserver.policy) for ``execute-api:Invoke`` on
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from devserver.policy import Policy, PolicyError, invoke_statements, parse, read
 from devserver.sigv4 import Key
-from localrun.template import Template
+from localrun.template import Stack, Template, resolve
 
 INVOKE = "execute-api:Invoke"
 # The stack's policy each role stands for.
@@ -123,65 +122,49 @@ def identities_of(specs: list[IdentitySpec], template: Template, arn: ApiArn) ->
 
 # -- the stack's policies, from template.yaml ----------------------------------
 
-
-class _NoValue:
-    """AWS::NoValue: what leaves a list's entry out."""
-
-
-_NO_VALUE = _NoValue()
 _SUB = re.compile(r"\$\{(!?)([^}]*)\}")
 
 
 def stack_policy(template: Template, logical_id: str, arn: ApiArn) -> Policy:
     """The PolicyDocument of the template's ``logical_id`` (an
     AWS::IAM::ManagedPolicy) as CloudFormation would create it for this
-    API, with the template's parameters as the dev server runs with them."""
-    resource = template.resources.get(logical_id)
+    API: the template read as every other reader of it reads it
+    (localrun.template.resolve), in a stack of the API's region and account,
+    with the parameters the dev server runs with. What resolution leaves is
+    the API's own id (``${Api}``), filled in here."""
+    resolution = resolve(template.raw, template.parameters, Stack(region=arn.region, account_id=arn.account))
+    resource = resolution.template["Resources"].get(logical_id)
     if resource is None:
         raise PolicyError(f"template.yaml has no {logical_id}")
     condition = resource.get("Condition")
-    if condition and not template.condition(condition):
+    if condition and not resolution.conditions[condition]:
         auth = template.parameters.get("ClientAuth")
         raise PolicyError(
             f"template.yaml creates {logical_id} only when its condition {condition} holds, and it does "
             f"not with these parameters (ClientAuth {auth}): a deployed stack has no such policy to "
             "attach. Give this identity a policy document of its own (--identity PATH=...)"
         )
-    names = {
-        **template.parameters,
-        "AWS::Partition": arn.partition,
-        "AWS::Region": arn.region,
-        "AWS::AccountId": arn.account,
-        "Api": arn.api_id,
-    }
-    document = _resolved(resource["Properties"]["PolicyDocument"], template, names)
+    document = _with_api_id(resource["Properties"]["PolicyDocument"], arn.api_id)
     return parse(document, f"{logical_id} of template.yaml")
 
 
-def _resolved(value: Any, template: Template, names: Mapping[str, str]) -> Any:
-    """``value`` with the intrinsic functions a policy document uses
-    resolved: Fn::If on the template's conditions, Ref (AWS::NoValue drops
-    a list's entry), Fn::Sub. Anything else is an error, not a guess."""
+def _with_api_id(value: Any, api_id: str) -> Any:
+    """``value`` with each Fn::Sub's ``${Api}`` filled in; any other
+    intrinsic function left by the resolution is an error, not a guess."""
     if isinstance(value, list):
-        items = (_resolved(item, template, names) for item in value)
-        return [item for item in items if item is not _NO_VALUE]
+        return [_with_api_id(item, api_id) for item in value]
     if not isinstance(value, dict):
         return value
     if len(value) == 1:
         ((function, argument),) = value.items()
-        if function == "Fn::If":
-            condition, if_true, if_false = argument
-            return _resolved(if_true if template.condition(condition) else if_false, template, names)
-        if function == "Ref":
-            return _NO_VALUE if argument == "AWS::NoValue" else _name(argument, names)
         if function == "Fn::Sub" and isinstance(argument, str):
-            return _SUB.sub(lambda m: "${" + m[2] + "}" if m[1] else _name(m[2], names), argument)
-        if function.startswith("Fn::"):
+            return _SUB.sub(lambda m: "${" + m[2] + "}" if m[1] else _api_id(m[2], api_id), argument)
+        if function == "Ref" or function.startswith("Fn::"):
             raise PolicyError(f"cannot resolve {function} in a policy of template.yaml outside AWS")
-    return {key: _resolved(item, template, names) for key, item in value.items()}
+    return {key: _with_api_id(item, api_id) for key, item in value.items()}
 
 
-def _name(name: str, names: Mapping[str, str]) -> str:
-    if name not in names:
+def _api_id(name: str, api_id: str) -> str:
+    if name != "Api":
         raise PolicyError(f"cannot resolve {name} in a policy of template.yaml outside AWS")
-    return names[name]
+    return api_id
