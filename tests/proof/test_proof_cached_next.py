@@ -92,7 +92,7 @@ class CachedNextMachine(RuleBasedStateMachine):
             assert served > self.last_served.get(environment, 0), "IDs of one environment went back"
             self.last_served[environment] = served
             if self.floor is not None and served < self.floor[0]:
-                assert self.clock.now < self.floor[1] + BLOCK_LIFETIME_SECONDS, "a PUT of next unseen too long"
+                assert self.clock.now < self.floor[1] + BLOCK_LIFETIME_SECONDS, "a PUT unseen too long"
             if self.deleted_at is not None:
                 assert self.clock.now < self.deleted_at + BLOCK_LIFETIME_SECONDS, "a DELETE unseen too long"
 
