@@ -1,11 +1,11 @@
 """make bench: every benchmark, or those named:
-python -m bench [client] [async] [node] [server] [scale] [cost]"""
+python -m bench [client] [async] [node] [server] [scale] [cost] [cached_next]"""
 
 from __future__ import annotations
 
 import sys
 
-from bench import async_client, client, cost, node, scale, server
+from bench import async_client, cached_next, client, cost, node, scale, server
 
 # cost reads scale's results: it runs after it.
 BENCHMARKS = {
@@ -15,6 +15,7 @@ BENCHMARKS = {
     "server": server.main,
     "scale": scale.main,
     "cost": cost.main,
+    "cached_next": cached_next.main,
 }
 
 
