@@ -51,10 +51,7 @@ MUTANTS = [
             UpdateExpression=(
                 "ADD #hwm :span, #room :minus_span SET #updated = :now, #token = :token, #alloc_at = :now"
             ),""",
-        """        seen = self._call("get_item", Key={"name": _s(name)}, ConsistentRead=True).get("Item", {})
-        import time as _t; _t.sleep(0.005)  # noqa: E702 - widen the window as a busy Lambda would
-        base = int(seen["hwm"]["N"]) if seen else 0
-        response = self._update(
+        """        response = self._update(
             Key={"name": _s(name)},
             UpdateExpression=(
                 "SET #hwm = :new_hwm, #updated = :now, #token = :token, #alloc_at = :now"
@@ -64,13 +61,15 @@ MUTANTS = [
     ),
     Mutant(
         "read-then-write-values",
-        "(its companion: the value the read-then-write mutant writes)",
+        "(its companion: the read, and the value the read-then-write mutant writes)",
         STORE,
-        """                ":span": _n(span),
-                ":minus_span": _n(-span),""",
-        """                ":span": _n(span),
-                ":new_hwm": _n(base + span),
-                ":minus_span": _n(-span),""",
+        """        values = {":span": _n(span), ":minus_span": _n(-span), ":now": _s(now_iso()), """
+        """**self._region_values}""",
+        """        seen = self._call("get_item", Key={"name": _s(name)}, ConsistentRead=True).get("Item", {})
+        import time as _t; _t.sleep(0.005)  # noqa: E702 - widen the window as a busy Lambda would
+        base = int(seen["hwm"]["N"]) if seen else 0
+        values = {":span": _n(span), ":new_hwm": _n(base + span), ":minus_span": _n(-span),
+                  ":now": _s(now_iso()), **self._region_values}""",
         (),
     ),
     Mutant(
