@@ -46,30 +46,20 @@ MUTANTS = [
         "read-then-write",
         "allocation reads the high-water mark, then writes old + n: right alone, wrong under concurrency",
         STORE,
-        """        response = self._update(
-            Key={"name": _s(name)},
-            UpdateExpression=(
-                "ADD #hwm :span, #room :minus_span SET #updated = :now, #token = :token, #alloc_at = :now"
-            ),""",
-        """        response = self._update(
-            Key={"name": _s(name)},
-            UpdateExpression=(
-                "SET #hwm = :new_hwm, #updated = :now, #token = :token, #alloc_at = :now"
-                " ADD #room :minus_span"
-            ),""",
+        '''            update = f"ADD #hwm :span, #room :minus_span SET {_ALLOCATED}"''',
+        '''            update = f"SET #hwm = :new_hwm, {_ALLOCATED} ADD #room :minus_span"''',
         ("tests/proof/test_proof_concurrency.py",),
     ),
     Mutant(
         "read-then-write-values",
         "(its companion: the read, and the value the read-then-write mutant writes)",
         STORE,
-        """        values = {":span": _n(span), ":minus_span": _n(-span), ":now": _s(now_iso()), """
-        """**self._region_values}""",
-        """        seen = self._call("get_item", Key={"name": _s(name)}, ConsistentRead=True).get("Item", {})
-        import time as _t; _t.sleep(0.005)  # noqa: E702 - widen the window as a busy Lambda would
-        base = int(seen["hwm"]["N"]) if seen else 0
-        values = {":span": _n(span), ":new_hwm": _n(base + span), ":minus_span": _n(-span),
-                  ":now": _s(now_iso()), **self._region_values}""",
+        """            values |= {":span": _n(span), ":minus_span": _n(-span)}""",
+        """            seen = self._call("get_item", Key={"name": _s(name)}, ConsistentRead=True)
+            seen = seen.get("Item", {})
+            import time as _t; _t.sleep(0.005)  # noqa: E702 - widen the window as a busy Lambda would
+            base = int(seen["hwm"]["N"]) if seen else 0
+            values |= {":span": _n(span), ":new_hwm": _n(base + span), ":minus_span": _n(-span)}""",
         (),
     ),
     Mutant(

@@ -287,7 +287,7 @@ class LosesAnAllocationAnswer:
 
     def update_item(self, **kwargs):
         answer = self._client.update_item(**kwargs)
-        if ":span" in kwargs.get("ExpressionAttributeValues", {}):
+        if "#alloc_at = :now" in kwargs.get("UpdateExpression", ""):  # only allocations set it
             self.allocations += 1
             if self.allocations == self.nth:
                 self.lost += 1

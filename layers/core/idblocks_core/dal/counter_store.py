@@ -177,6 +177,8 @@ _NEW_STATE_NAMES = ("#hwm", "#room", "#max", "#created", "#updated", "#step", "#
 # Every write that is not an allocation ends with this (see the module docstring).
 _FORGET_ALLOCATION = "REMOVE #token, #alloc_at"
 _ALLOCATION_NAMES = ("#token", "#alloc_at")
+# What every allocation sets besides hwm and room.
+_ALLOCATED = "#updated = :now, #token = :token, #alloc_at = :now"
 
 
 def new_dynamodb_client() -> Any:
@@ -491,7 +493,14 @@ class CounterStore:
     # -- allocation ---------------------------------------------------------
 
     def reserve_block(
-        self, name: str, count: int, token: str, replay_window: timedelta, *, cached_next: bool = False
+        self,
+        name: str,
+        count: int,
+        token: str,
+        replay_window: timedelta,
+        *,
+        cached_next: bool = False,
+        keyed: bool = False,
     ) -> Block:
         """Hand out the next ``count`` IDs of ``name``, or raise.
 
@@ -503,10 +512,11 @@ class CounterStore:
         ``cached_next``: a block for an environment's cached next. Refused
         with CacheBelowCount where the counter's cache setting is below
         ``count``; the block says the setting the write saw (``Block.cache``).
-        Its sizes vary, so the write carries ``token/count``: a retry with
-        the same token that asks for another size (a keyed request's, from
-        another environment) finds the write by ``token/`` and gets the
-        block that write took, of the size it took.
+        Its sizes vary, so the write carries ``token/count``. With ``keyed``
+        (the token is a keyed request's, which a retry may send again from
+        another environment, asking another size) a write whose token starts
+        ``token/`` is this one's, and a retry gets the block it took, of the
+        size it took.
         """
         step = self.step
         span = count * step
@@ -520,31 +530,32 @@ class CounterStore:
             "#residue",
             *_ALLOCATION_NAMES,
         )
-        values = {":span": _n(span), ":minus_span": _n(-span), ":now": _s(now_iso()), **self._region_values}
-        if cached_next:
-            written = f"{token}/{count}"
-            values |= {":token": _s(written), ":ours": _s(f"{token}/")}
-            condition = (
-                f"{_LIVE} AND {self._in_region} AND #room >= :span"
-                " AND (attribute_not_exists(#token) OR NOT begins_with(#token, :ours))"
-            )
-            if count > 1:
-                # Any setting allows one ID; an item from before the setting
-                # has no cache_span, reads as cache 1 and allows no more.
-                condition += " AND #span >= :span"
-                names += ("#span",)
+        values = {":now": _s(now_iso()), **self._region_values}
+        if count == 1:
+            # One ID moves hwm by step, a value every write carries already:
+            # botocore's work for a request grows with each value it holds.
+            amount = ":step"
+            update = f"SET #hwm = #hwm + :step, #room = #room - :step, {_ALLOCATED}"
         else:
-            written = token
-            values[":token"] = _s(token)
-            condition = (
-                f"{_LIVE} AND {self._in_region} AND #room >= :span"
-                " AND (attribute_not_exists(#token) OR #token <> :token)"
-            )
+            amount = ":span"
+            values |= {":span": _n(span), ":minus_span": _n(-span)}
+            update = f"ADD #hwm :span, #room :minus_span SET {_ALLOCATED}"
+        condition = f"{_LIVE} AND {self._in_region} AND #room >= {amount}"
+        written = f"{token}/{count}" if cached_next else token
+        values[":token"] = _s(written)
+        if keyed and cached_next:
+            values[":ours"] = _s(f"{token}/")
+            condition += " AND (attribute_not_exists(#token) OR NOT begins_with(#token, :ours))"
+        else:
+            condition += " AND (attribute_not_exists(#token) OR #token <> :token)"
+        if cached_next and count > 1:
+            # Any setting allows one ID; an item from before the setting has
+            # no cache_span, reads as cache 1 and allows no more.
+            condition += " AND #span >= :span"
+            names += ("#span",)
         response = self._update(
             Key={"name": _s(name)},
-            UpdateExpression=(
-                "ADD #hwm :span, #room :minus_span SET #updated = :now, #token = :token, #alloc_at = :now"
-            ),
+            UpdateExpression=update,
             ConditionExpression=condition,
             ExpressionAttributeNames=_names(*names),
             ExpressionAttributeValues=values,

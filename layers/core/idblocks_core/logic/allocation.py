@@ -317,15 +317,15 @@ class IdAllocator:
         repeating an allocation with the same token, while nothing else has
         written to the counter, returns the same block rather than a new one.
         """
-        token = token or new_token()
+        keyed, token = token is not None, token or new_token()
         for round_ in range(_ALLOCATION_ROUNDS):
             last_round = round_ == _ALLOCATION_ROUNDS - 1
             try:
                 return self.store.reserve_block(
-                    name, count, token, self.replay_window, cached_next=cached_next
+                    name, count, token, self.replay_window, cached_next=cached_next, keyed=keyed
                 )
             except StaleToken:
-                token = new_token()
+                keyed, token = False, new_token()
             except CounterDeleted:
                 raise
             except CounterNotFound:
