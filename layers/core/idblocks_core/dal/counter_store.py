@@ -12,7 +12,7 @@ One item per counter name:
     step        N  the region count K the counter was created (or revived) with
     residue     N  the residue it hands out: every ID is residue modulo step
                    (items written before regions existed have neither: 1 and 0)
-    cache       N  how many IDs a function environment takes at a time for
+    cache       N  the most IDs a function environment takes at a time for
                    next (the counter's cache setting; absent on items from
                    before it existed: 1)
     cache_span  N  cache * step, kept in the same writes as cache: the most a

@@ -43,7 +43,7 @@ class Counter:
     # it hands out only IDs congruent to residue modulo step.
     step: int = 1
     residue: int = 0
-    # How many IDs a function environment takes at a time for next (1: a
+    # The most IDs a function environment takes at a time for next (1: a
     # write per ID, nothing held in memory).
     cache: int = 1
 
