@@ -134,7 +134,7 @@ MUTANTS = [
         "a block kept once is served past the bound, so a PUT or DELETE after it goes unseen",
         NEXT_CACHE,
         "        held.expires_at = asked_at + self._lifetime",
-        "        held.expires_at = math.inf",
+        '        held.expires_at = float("inf")',
         (
             "tests/unit/test_next_cache.py::test_an_admin_change_is_seen_within_a_lifetime_after_a_block_was_kept",
             "tests/unit/test_cached_next.py::test_a_put_after_a_block_was_kept_is_seen_within_a_minute",

@@ -21,7 +21,7 @@ WRITES_PER_SECOND = 20
 SERVERS = 4
 THREADS_PER_SERVER = 3
 IDS_PER_THREAD = 25
-# With cache 100 each server's blocks grow 1, 8, 64, 100, 100: a handful of writes in all.
+# With cache 100 each server's blocks grow 1, 32, 100, 100: a handful of writes in all.
 CACHED_IDS_PER_THREAD = 50
 # The shortest timeout the template allows: a throttled request runs out of
 # time for retries sooner, so the budget shows as 503s within a short run.

@@ -48,7 +48,7 @@ class FakeClock:
 def fake_clock_for_next() -> FakeClock:
     """The core's allocator, with its cache on a clock the test moves (and
     that stands still: requests come faster than it tells apart, so each
-    block is eight times the one before, up to the cache setting)."""
+    block is 32 times the one before, up to the cache setting)."""
     clock = FakeClock()
     allocator = core().allocator
     allocator.next_cache = NextCache(
@@ -104,9 +104,9 @@ def test_cached_next_grows_its_blocks_to_the_cache_and_serves_the_rest_from_memo
     fake_clock_for_next()
     api.call("admin-create", body={"name": "members", "cache": 100})
     assert next_ids(api, "members", 250) == list(range(1, 251))
-    assert hwm(dynamodb, "members") == 273  # blocks of 1, 8, 64, 100 and 100
-    assert api.call("admin-get", name="members").body["next"] == 274
-    assert core().allocator.next_cache.held("members") == 23
+    assert hwm(dynamodb, "members") == 333  # blocks of 1, 32, 100, 100 and 100
+    assert api.call("admin-get", name="members").body["next"] == 334
+    assert core().allocator.next_cache.held("members") == 83
 
 
 def test_near_max_the_block_shrinks_so_all_ten_ids_are_handed_out(api, dynamodb):
@@ -189,7 +189,7 @@ def test_a_put_of_next_is_seen_once_the_held_block_expires(api, dynamodb):
     item never moved back), until the block's life ends; then next obeys."""
     clock = fake_clock_for_next()
     api.call("admin-create", body={"name": "members", "cache": 100})
-    assert next_ids(api, "members", 2) == [1, 2]  # holds 3..9
+    assert next_ids(api, "members", 2) == [1, 2]  # holds 3..33
     assert api.call("admin-set", name="members", body={"next": 1000}).status == 200
     clock.now = 59.9
     assert next_ids(api, "members", 1) == [3]
@@ -220,17 +220,17 @@ def test_a_keyed_next_is_answered_the_same_id_again(api, dynamodb):
     later = next_ids(api, "members", 1, headers={"Idempotency-Key": "member-signup-9"})
     assert first == again == [1]
     assert other + later == [2, 3]
-    assert hwm(dynamodb, "members") == 9  # blocks of 1 and 8
+    assert hwm(dynamodb, "members") == 33  # blocks of 1 and 32
 
 
 def test_a_keyed_retry_that_finds_its_block_written_elsewhere_serves_only_its_own_id(api, dynamodb):
-    """The first attempt took a block of 8 with the key's token and was
+    """The first attempt took a block of 32 with the key's token and was
     answered 2, but its record is gone (the request failed afterwards). Its
     retry, in an environment with nothing held, asks for a block of one
-    with the same key: it must find that write, take it for the block of 8
+    with the same key: it must find that write, take it for the block of 32
     it was (not the one ID a write of its own size would have taken: 9,
     which the first environment still serves) and answer 2 again, without
-    holding 3..9."""
+    holding 3..33."""
     fake_clock_for_next()
     api.call("admin-create", body={"name": "members", "cache": 100})
     assert next_ids(api, "members", 1) == [1]
@@ -244,8 +244,8 @@ def test_a_keyed_retry_that_finds_its_block_written_elsewhere_serves_only_its_ow
         # Called outside a handler, nothing flushed what these recorded.
         metrics.clear_metrics()
     assert allocator.next_cache.held("members") == 0
-    assert next_ids(api, "members", 1) == [10]
-    assert first_environment.held("members") == 7
+    assert next_ids(api, "members", 1) == [34]
+    assert first_environment.held("members") == 31
 
 
 def test_cached_next_reports_ids_from_memory_and_blocks_taken_without_the_name(api, capsys):
@@ -266,10 +266,10 @@ def test_a_restored_snapshot_holds_no_cached_block(api):
     """Every environment restored from one snapshot is a copy of its memory:
     a block held there would be served by each copy."""
     api.call("admin-create", body={"name": "members", "cache": 100})
-    assert next_ids(api, "members", 2) == [1, 2]  # holds 3..9
+    assert next_ids(api, "members", 2) == [1, 2]  # holds 3..33
     reseed_after_restore()
     assert core().allocator.next_cache.held("members") == 0
-    assert next_ids(api, "members", 1) == [10]
+    assert next_ids(api, "members", 1) == [34]
 
 
 class LosesAnAllocationAnswer:
@@ -296,7 +296,7 @@ class LosesAnAllocationAnswer:
 
 
 def test_a_cached_block_whose_answer_was_lost_is_recovered_not_taken_twice(api, dynamodb):
-    """The store resends the write of the block of 8; the item bears the
+    """The store resends the write of the block of 32; the item bears the
     write's token, so the resend returns the block the first attempt took
     instead of taking a second one."""
     fake_clock_for_next()
@@ -306,7 +306,7 @@ def test_a_cached_block_whose_answer_was_lost_is_recovered_not_taken_twice(api, 
     store.client = lossy
     assert next_ids(api, "members", 3) == [1, 2, 3]
     assert lossy.lost == 1
-    assert hwm(dynamodb, "members") == 9
+    assert hwm(dynamodb, "members") == 33
 
 
 # -- an expired block kept while its write is the counter's last ---------------------------
@@ -318,7 +318,7 @@ def test_an_expired_block_is_served_on_while_its_write_is_the_counters_last(api,
     that question, it is asked again."""
     clock = fake_clock_for_next()
     api.call("admin-create", body={"name": "members", "cache": 100})
-    assert next_ids(api, "members", 2) == [1, 2]  # holds 3..9
+    assert next_ids(api, "members", 2) == [1, 2]  # holds 3..33
     before = item(dynamodb, "members")
     logged()
     clock.now = 60.0
@@ -337,23 +337,23 @@ def test_an_expired_block_is_served_on_while_its_write_is_the_counters_last(api,
 def test_after_another_environments_write_an_expired_block_is_dropped(api, dynamodb):
     clock = fake_clock_for_next()
     api.call("admin-create", body={"name": "members", "cache": 100})
-    assert next_ids(api, "members", 2) == [1, 2]  # holds 3..9
+    assert next_ids(api, "members", 2) == [1, 2]  # holds 3..33
     first_environment = another_environment()
-    assert next_ids(api, "members", 1) == [10]
+    assert next_ids(api, "members", 1) == [34]
     core().allocator.next_cache = first_environment
     clock.now = 60.0
-    assert next_ids(api, "members", 1) == [11]  # 3..9 are a gap
+    assert next_ids(api, "members", 1) == [35]  # 3..33 are a gap
     assert first_environment.held("members") == 0
 
 
-@pytest.mark.parametrize("body", [{"cache": 100}, {"next": 10}], ids=["same-cache", "same-next"])
+@pytest.mark.parametrize("body", [{"cache": 100}, {"next": 34}], ids=["same-cache", "same-next"])
 def test_after_an_admin_put_an_expired_block_is_dropped_even_if_nothing_changed(api, dynamodb, body):
     clock = fake_clock_for_next()
     api.call("admin-create", body={"name": "members", "cache": 100})
-    assert next_ids(api, "members", 2) == [1, 2]  # holds 3..9
+    assert next_ids(api, "members", 2) == [1, 2]  # holds 3..33
     assert api.call("admin-set", name="members", body=body).status == 200
     clock.now = 60.0
-    assert next_ids(api, "members", 1) == [10]
+    assert next_ids(api, "members", 1) == [34]
 
 
 def test_a_put_after_a_block_was_kept_is_seen_within_a_minute(api, dynamodb):

@@ -12,7 +12,7 @@ block's life, as the last block showed it: the IDs it served, over the
 time from its write to the request that found it used up (or expired). The
 first block of a counter is one ID, and each block is at most _GROWTH times
 the one before, so a burst of two requests does not take a thousand IDs; a
-busy environment still reaches its full size within a few blocks. Half a
+busy environment still reaches a thousand by its third block. Half a
 life, not a whole one: at a steady rate a block then drains well before it
 expires, and what expires unused is the rate's wobble, not half a block.
 
@@ -52,7 +52,6 @@ child starts with no blocks at all (``os.register_at_fork``), and
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import time
@@ -74,9 +73,12 @@ BLOCK_LIFETIME_SECONDS = 60.0
 # last one was served at.
 _SIZED_FOR_SHARE_OF_LIFE = 0.5
 
-# The most a block may grow over the one before: from one ID to a thousand
-# in four blocks, and a short burst in a quiet environment takes eight IDs.
-_GROWTH = 8
+# The most a block may grow over the one before: a short burst in a quiet
+# environment takes 32 IDs, and a busy one takes 1, 32, then a thousand.
+# Eightfold took five blocks to a thousand, and a thousand environments
+# starting at once on one counter spent four seconds of its item's write
+# budget growing (bench/scale.py).
+_GROWTH = 32
 
 # A block asked for can be refused (the cache setting is smaller, or fewer
 # IDs are left) and asked for again smaller; a few rounds cover any
@@ -228,7 +230,7 @@ class NextCache:
         elapsed = now - held.written_at
         if elapsed > 0:
             served = held.size - held.left
-            size = max(1, min(size, math.ceil(served * _SIZED_FOR_SHARE_OF_LIFE * self._lifetime / elapsed)))
+            size = max(1, min(size, round(served * _SIZED_FOR_SHARE_OF_LIFE * self._lifetime / elapsed)))
         return size if held.cache is None else min(size, held.cache)
 
     def _take(self, name: str, count: int) -> Block:
