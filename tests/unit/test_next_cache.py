@@ -186,6 +186,21 @@ def test_a_put_of_cache_is_obeyed_from_the_next_block() -> None:
     assert item.calls[-1] == 160  # 32 times the last block, within the new setting
 
 
+def test_a_setting_lowered_again_during_the_request_ends_in_a_block_of_one() -> None:
+    """Each write lowers the setting below what the refusal before named:
+    the environment asks for the setting once, then for one ID."""
+    item = FakeItem(cache=64)
+    cache = policy(item)
+    [cache.next_id("c") for _ in range(33)]  # blocks 1 and 32, drained
+
+    def an_admin_lowers_it() -> None:
+        item.cache = max(1, item.cache // 2)
+
+    item.on_write = an_admin_lowers_it
+    assert not cache.next_id("c").from_memory
+    assert item.calls[2:] == [64, 32, 1]
+
+
 def test_near_max_the_block_shrinks_so_every_id_is_handed_out() -> None:
     """max 10, cache 4: 1, 4, 4, then a refused block of 4 becomes a block of
     the 1 left; then 409 exhausted, worded for the one ID asked for."""

@@ -239,9 +239,9 @@ class NextCache:
             try:
                 return self._reserve(name, count)
             except CacheBelowCount as smaller:
-                if last_round:
-                    raise
-                count = smaller.cache
+                # Refused again, the setting changed again since the last
+                # refusal named it: one ID, which no setting refuses.
+                count = smaller.cache if round_ == 0 else 1
             except CounterExhausted as refused:
                 if refused.left == 0:
                     # The caller asked for one ID, not for a block: say so.
