@@ -1,11 +1,11 @@
 """make bench: every benchmark, or those named:
-python -m bench [client] [async] [node] [server] [scale] [cost] [gaps]"""
+python -m bench [client] [async] [node] [server] [scale] [cost] [gaps] [cached_next]"""
 
 from __future__ import annotations
 
 import sys
 
-from bench import async_client, client, cost, gaps, node, scale, server
+from bench import async_client, cached_next, client, cost, gaps, node, scale, server
 
 # cost reads scale's results: it runs after it.
 BENCHMARKS = {
@@ -16,6 +16,7 @@ BENCHMARKS = {
     "scale": scale.main,
     "cost": cost.main,
     "gaps": gaps.main,
+    "cached_next": cached_next.main,
 }
 
 

@@ -6,8 +6,11 @@ this project's root on the path. Prints the seconds measured.
     cold FUNCTION_DIR LAYER_DIR ROUTE EVENT    import the handler, serve one request
     baseline LAYER_DIR                         import boto3, create a DynamoDB client
     breakdown FUNCTION_DIR LAYER_DIR EVENT     the next function's cold start, step by step
-    warm FUNCTION_DIR LAYER_DIR ROUTE EVENT CALLS   median seconds per warm invocation
-    bare LAYER_DIR ROUTE EVENT CALLS           the same, for a bare handler (bare_handler)
+    warm FUNCTION_DIR LAYER_DIR ROUTE EVENT CALLS [STUBS]   median seconds per warm invocation
+    bare LAYER_DIR ROUTE EVENT CALLS [STUBS]   the same, for a bare handler (bare_handler)
+
+STUBS, the DynamoDB answers the stub is given, is CALLS + 1 unless given
+(bench/instructions.py gives the same to runs of different CALLS).
 
 Each measurement starts at the first line of its function, before any import
 of its own, so what it imports is in the figure; nothing is imported at
@@ -245,7 +248,7 @@ def _median_call(handler, event, calls):
     return statistics.median(times)
 
 
-def warm(function_dir, layer_dir, route, event_path, calls):
+def warm(function_dir, layer_dir, route, event_path, calls, stubs=None):
     import json
 
     calls = int(calls)
@@ -255,13 +258,13 @@ def warm(function_dir, layer_dir, route, event_path, calls):
 
     from idblocks_core.core import core
 
-    stub(core().store.client, calls + 1, route)
+    stub(core().store.client, int(stubs or calls + 1), route)
     with open(event_path) as file:
         event = json.load(file)
     print(_median_call(app.lambda_handler, event, calls))
 
 
-def bare(layer_dir, route, event_path, calls):
+def bare(layer_dir, route, event_path, calls, stubs=None):
     import json
 
     calls = int(calls)
@@ -269,7 +272,7 @@ def bare(layer_dir, route, event_path, calls):
     import boto3
 
     client = boto3.client("dynamodb")
-    stub(client, calls + 1, route)
+    stub(client, int(stubs or calls + 1), route)
     with open(event_path) as file:
         event = json.load(file)
     print(_median_call(bare_handler(client, route), event, calls))

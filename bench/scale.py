@@ -115,7 +115,7 @@ from idblocks_core.dal.counter_store import (  # noqa: E402
     THROTTLED_ATTEMPTS,
     THROTTLING_BACKOFF_BASE_SECONDS,
 )
-from idblocks_core.domain.errors import ServiceUnavailable  # noqa: E402
+from idblocks_core.domain.errors import CacheBelowCount, ServiceUnavailable  # noqa: E402
 from idblocks_core.domain.model import Block  # noqa: E402
 from idblocks_core.logic.next_cache import NextCache  # noqa: E402
 
@@ -320,30 +320,36 @@ class _WriteNeeded(Exception):
     block the simulation has not written yet: the write then happens in
     simulated time, and the policy is asked again with the block."""
 
-    def __init__(self, count: int | None) -> None:
+    def __init__(self, count: int) -> None:
         super().__init__(count)
         self.count = count
 
 
 class Environment:
     """One function environment. With a cache, it holds the service's real
-    policy (NextCache), whose reserve callable is this environment's."""
+    policy (NextCache), whose reserve callable is this environment's. Its
+    blocks carry no token, so an expired block is never kept (as if another
+    environment had written since): that only ever costs IDs, never a
+    write these runs do not count."""
 
     def __init__(self, sim: Simulation, cache: int | None) -> None:
         self.sim = sim
         self.cache = cache
         self.written: Block | None = None
         self.pinned: float | None = None
-        self.policy = NextCache(self._reserve, clock=self._clock) if cache is not None else None
+        self.policy = NextCache(self._reserve, _never_kept, clock=self._clock) if cache is not None else None
 
     def _clock(self) -> float:
         return self.sim.now if self.pinned is None else self.pinned
 
-    def _reserve(self, name: str, count: int | None) -> Block:
+    def _reserve(self, name: str, count: int) -> Block:
+        assert self.cache is not None
+        if count > self.cache:  # the store's write refuses it, naming the setting
+            raise CacheBelowCount(name, count, self.cache)
         block, self.written = self.written, None
         if block is None:
             raise _WriteNeeded(count)
-        if count is not None and count != block.count:
+        if count != block.count:
             raise AssertionError(f"the policy asked for {count} IDs, then for {block.count}")
         return block
 
@@ -353,7 +359,7 @@ class Environment:
         try:
             self.policy.next_id(COUNTER)
         except _WriteNeeded as needed:
-            return self.cache if needed.count is None else needed.count
+            return needed.count
         return None
 
     def serve_written(self, block: Block, write_began: float) -> None:
@@ -367,6 +373,10 @@ class Environment:
             self.pinned = None
         if served.taken is not block:
             raise AssertionError("the policy did not serve from the block written for it")
+
+
+def _never_kept(name: str, end: int, token: str) -> bool:
+    return False
 
 
 # answer(status, when): how a request ended and when its answer reaches the
@@ -443,7 +453,7 @@ class Service:
         if self.bucket.admit(now):
             if counted:
                 stats.writes += 1
-            block = Block(self.hwm + 1, self.hwm + count)
+            block = Block(self.hwm + 1, self.hwm + count, cache=self.cache)
             self.hwm += count
             stats.taken += count
             environment = request.environment

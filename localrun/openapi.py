@@ -158,7 +158,7 @@ class CounterState(BaseModel):
         description="The RegionIndex it was created with: every ID it hands out is residue modulo step."
     )
     cache: int = Field(
-        description="How many IDs each function environment takes at a time for next (1: uncached)."
+        description="The most IDs each function environment takes at a time for next (1: uncached)."
     )
     created_at: datetime = Field(description="When the counter was created (UTC).")
     updated_at: datetime = Field(description="When the counter last changed (UTC).")

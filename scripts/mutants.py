@@ -46,38 +46,29 @@ MUTANTS = [
         "read-then-write",
         "allocation reads the high-water mark, then writes old + n: right alone, wrong under concurrency",
         STORE,
-        """        response = self._update(
-            Key={"name": _s(name)},
-            UpdateExpression=(
-                "ADD #hwm :span, #room :minus_span SET #updated = :now, #token = :token, #alloc_at = :now"
-            ),""",
-        """        seen = self._call("get_item", Key={"name": _s(name)}, ConsistentRead=True).get("Item", {})
-        import time as _t; _t.sleep(0.005)  # noqa: E702 - widen the window as a busy Lambda would
-        base = int(seen["hwm"]["N"]) if seen else 0
-        response = self._update(
-            Key={"name": _s(name)},
-            UpdateExpression=(
-                "SET #hwm = :new_hwm, #updated = :now, #token = :token, #alloc_at = :now"
-                " ADD #room :minus_span"
-            ),""",
+        '''            update = f"ADD #hwm :span, #room :minus_span SET {_ALLOCATED}"''',
+        '''            update = f"SET #hwm = :new_hwm, {_ALLOCATED} ADD #room :minus_span"''',
         ("tests/proof/test_proof_concurrency.py",),
     ),
     Mutant(
         "read-then-write-values",
-        "(its companion: the value the read-then-write mutant writes)",
+        "(its companion: the read, and the value the read-then-write mutant writes)",
         STORE,
-        """                ":span": _n(span),
-                ":minus_span": _n(-span),""",
-        """                ":span": _n(span),
-                ":new_hwm": _n(base + span),
-                ":minus_span": _n(-span),""",
+        """            values |= {":span": _n(span), ":minus_span": _n(-span)}""",
+        """            seen = self._call("get_item", Key={"name": _s(name)}, ConsistentRead=True)
+            seen = seen.get("Item", {})
+            import time as _t; _t.sleep(0.005)  # noqa: E702 - widen the window as a busy Lambda would
+            base = int(seen["hwm"]["N"]) if seen else 0
+            values |= {":span": _n(span), ":new_hwm": _n(base + span), ":minus_span": _n(-span)}""",
         (),
     ),
     Mutant(
         "no-token-recovery",
         "a resent write that finds its own token takes a new block instead of returning its own",
         STORE,
-        "                return Block(hwm - span + step, hwm, replayed=True, step=step)",
+        """                return Block(
+                    hwm - taken + step, hwm, replayed=True, step=step, token=found, cache=_cache_of(item)
+                )""",
         "                raise StaleToken",
         (
             "tests/proof/test_proof_faults.py::test_lost_dynamodb_answers_cost_nothing_without_a_key",
@@ -103,6 +94,61 @@ MUTANTS = [
         (
             "tests/unit/test_next_cache.py::test_near_max_the_block_shrinks_so_every_id_is_handed_out",
             "tests/unit/test_cached_next.py::test_near_max_the_block_shrinks_so_all_ten_ids_are_handed_out",
+        ),
+    ),
+    Mutant(
+        "next-cache-whole-cache",
+        "an environment takes the counter's whole cache setting every time, whatever it serves",
+        NEXT_CACHE,
+        "        if held is None:\n            return 1\n",
+        "        if held is not None and held.cache is not None:\n            return held.cache\n"
+        "        if held is None:\n            return 1_000_000\n",
+        (
+            "tests/unit/test_next_cache.py::test_six_calls_a_quarter_second_apart_take_a_few_ids_not_the_cache",
+            "tests/integration/test_cached_next_devserver.py"
+            "::test_six_calls_a_quarter_second_apart_move_a_counter_with_cache_1000_by_at_most_106",
+        ),
+    ),
+    Mutant(
+        "next-cache-above-the-setting",
+        "a cached next's write takes what the environment asks, whatever the counter's cache setting",
+        STORE,
+        '''            condition += " AND #span >= :span"''',
+        '''            condition += " AND (#span >= :span OR #span < :span)"''',
+        ("tests/unit/test_cached_next.py::test_a_put_of_cache_governs_the_next_block",),
+    ),
+    Mutant(
+        "next-cache-kept-whatever-was-written",
+        "an expired block is served on though another environment or an admin wrote to the counter since",
+        STORE,
+        '''AND #token = :token AND #hwm = :end"''',
+        '''AND (#token = :token OR #hwm = :end OR #hwm <> :end)"''',
+        (
+            "tests/unit/test_cached_next.py::test_after_another_environments_write_an_expired_block_is_dropped",
+            "tests/unit/test_cached_next.py::test_after_an_admin_put_an_expired_block_is_dropped_even_if_nothing_changed",
+            "tests/proof/test_proof_cached_next.py",
+        ),
+    ),
+    Mutant(
+        "next-cache-kept-for-good",
+        "a block kept once is served past the bound, so a PUT or DELETE after it goes unseen",
+        NEXT_CACHE,
+        "        held.expires_at = asked_at + self._lifetime",
+        '        held.expires_at = float("inf")',
+        (
+            "tests/unit/test_next_cache.py::test_an_admin_change_is_seen_within_a_lifetime_after_a_block_was_kept",
+            "tests/unit/test_cached_next.py::test_a_put_after_a_block_was_kept_is_seen_within_a_minute",
+        ),
+    ),
+    Mutant(
+        "next-cache-retry-read-as-its-own-size",
+        "a keyed retry asking another size reads its first attempt's write as a block of its own size",
+        STORE,
+        "        taken = _span_of_cached_write(found, token, step) if cached_next else",
+        "        taken = (span if _span_of_cached_write(found, token, step) else None) if cached_next else",
+        (
+            "tests/unit/test_cached_next.py::"
+            "test_a_keyed_retry_that_finds_its_block_written_elsewhere_serves_only_its_own_id",
         ),
     ),
     Mutant(

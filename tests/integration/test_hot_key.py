@@ -2,8 +2,8 @@
 embedded DynamoDB takes a few dozen writes/s per item (AWS takes about 1,000
 per item), and several dev servers stand for several Lambda environments.
 The same load meets the budget through uncached `next` (a write per ID),
-and needs two writes per environment through `Sequence` or through `next`
-with a cache."""
+and needs two writes per environment through `Sequence`, a few through
+`next` with a cache."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ WRITES_PER_SECOND = 20
 SERVERS = 4
 THREADS_PER_SERVER = 3
 IDS_PER_THREAD = 25
-# Two blocks of 100 per server with cache 100: a handful of writes in all.
+# With cache 100 each server's blocks grow 1, 32, 100, 100: a handful of writes in all.
 CACHED_IDS_PER_THREAD = 50
 # The shortest timeout the template allows: a throttled request runs out of
 # time for retries sooner, so the budget shows as 503s within a short run.
@@ -133,13 +133,14 @@ def test_the_same_load_through_sequence_gets_every_id_from_two_blocks_per_enviro
     assert high_water == 100 * sum(sequence.requests for sequence in sequences)
 
 
-def test_the_same_load_through_cached_next_gets_every_id_from_two_blocks_per_environment():
+def test_the_same_load_through_cached_next_gets_every_id_from_a_few_blocks_per_environment():
     """The same threads calling `next` on a counter with cache 100: each dev
-    server (an environment) takes a block of 100 in one write and answers
-    from it, its threads sharing the block. Every call is answered, every
-    ID once, and the counter moved by two whole blocks per server: none
-    wasted on IDs from another block. Each call has its Idempotency-Key, so
-    a retried one is answered its first ID, never a second."""
+    server (an environment) takes blocks that grow from one ID to 100 in a
+    few writes and answers from them, its threads sharing each block. Every
+    call is answered, every ID once, and the counter moved by what was
+    served and less than one block of 100 per server still held. Each call
+    has its Idempotency-Key, so a retried one is answered its first ID,
+    never a second."""
     ids: list[int] = []
     lock = threading.Lock()
     with cluster(servers=SERVERS, item_write_limit=WRITES_PER_SECOND) as hot:
@@ -158,7 +159,7 @@ def test_the_same_load_through_cached_next_gets_every_id_from_two_blocks_per_env
         high_water = hot.high_water("hot-cached")
     assert [value for value, seen in Counter(ids).items() if seen > 1] == []
     assert len(ids) == SERVERS * THREADS_PER_SERVER * CACHED_IDS_PER_THREAD
-    assert high_water == 100 * SERVERS * -(-THREADS_PER_SERVER * CACHED_IDS_PER_THREAD // 100)
+    assert len(ids) <= high_water < len(ids) + 100 * SERVERS
 
 
 def test_the_dev_server_option_throttles_a_hot_item(tmp_path):

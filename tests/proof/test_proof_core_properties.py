@@ -10,23 +10,19 @@ answers InvalidInput or accepts, and never raises anything else.
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 
-import boto3
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from moto import mock_aws
 
 from idblocks_core.dal.counter_store import CounterStore
 from idblocks_core.domain import errors, rules
 from idblocks_core.logic.admin import CounterAdmin
 from idblocks_core.logic.allocation import IdAllocator
-from localrun.environment import FAKE_AWS
-from localrun.template import default_template
 from tests.conftest import TABLE_NAMES, reset_core_caches
+from tests.support.moto_tables import counters_table_started
 
 NAMES = st.sampled_from(["a", "b"])
 JSONISH = st.recursive(
@@ -41,14 +37,8 @@ JSONISH = st.recursive(
 class CounterMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        os.environ.update(FAKE_AWS)
         reset_core_caches()
-        self.mock = mock_aws()
-        self.mock.start()
-        client = boto3.client("dynamodb")
-        client.create_table(
-            **default_template().create_table_kwargs("CountersTable", TABLE_NAMES["CountersTable"])
-        )
+        self.mock, client = counters_table_started()
         store = CounterStore(TABLE_NAMES["CountersTable"], client=client)
         self.allocator = IdAllocator(
             store,

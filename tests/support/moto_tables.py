@@ -6,6 +6,7 @@ unit run."""
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -15,8 +16,9 @@ from moto import mock_aws
 from moto.core import DEFAULT_ACCOUNT_ID
 from moto.dynamodb.models import dynamodb_backends
 
+from localrun.environment import FAKE_AWS
 from localrun.tables import TABLE_NAMES, create_tables
-from localrun.template import Template
+from localrun.template import Template, default_template
 
 
 def _backend(client: Any) -> Any:
@@ -48,3 +50,17 @@ class EmptyTables:
             if sorted(client.list_tables()["TableNames"]) != sorted(TABLE_NAMES.values()):
                 raise RuntimeError("moto did not take the copied tables: has its backend changed?")
             yield client
+
+
+def counters_table_started() -> tuple[Any, Any]:
+    """moto's in-process DynamoDB, started with the template's counters table
+    and nothing in it, for a hypothesis state machine, whose examples each
+    need their own: the mock, for the machine's teardown to stop, and a
+    client of it."""
+    os.environ.update(FAKE_AWS)
+    mock = mock_aws()
+    mock.start()
+    client = boto3.client("dynamodb")
+    table = default_template().create_table_kwargs("CountersTable", TABLE_NAMES["CountersTable"])
+    client.create_table(**table)
+    return mock, client

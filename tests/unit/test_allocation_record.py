@@ -5,7 +5,11 @@ functions print, as CloudWatch Logs would receive it."""
 
 from __future__ import annotations
 
+import json
+import logging
+
 import pytest
+from aws_lambda_powertools.logging import formatter
 
 from idblocks_core.logic.allocation import ALLOCATION_RECORD
 from idblocks_core.observability import logger
@@ -62,12 +66,13 @@ def test_uncached_next_leaves_one_record_per_id(api, quiet):
 
 
 def test_cached_next_leaves_one_record_per_id_served(api, quiet):
-    """Given a counter with cache 5, when next is called three times, then
-    three records: the first ID from the write of a block, the next two from
-    memory, each naming only the ID it served."""
+    """Given a counter with cache 5, when next is called four times, then
+    four records: the first two IDs from writes (a first block of one ID,
+    then one of five), the next two from memory, each naming only the ID it
+    served."""
     assert api.call("admin-create", body={"name": "members", "cache": 5}).status == 201
     quiet()
-    ids = [api.call("next-post", name="members").body["id"] for _ in range(3)]
+    ids = [api.call("next-post", name="members").body["id"] for _ in range(4)]
     got = quiet()
     assert (
         [fields(r, "first_id", "last_id", "count") for r in got]
@@ -76,9 +81,10 @@ def test_cached_next_leaves_one_record_per_id_served(api, quiet):
             (1, 1, 1),
             (2, 2, 1),
             (3, 3, 1),
+            (4, 4, 1),
         ]
     )
-    assert [r["served_from"] for r in got] == ["write", "memory", "memory"]
+    assert [r["served_from"] for r in got] == ["write", "write", "memory", "memory"]
     assert {(r["route"], r["replayed"]) for r in got} == {("next", False)}
 
 
@@ -125,10 +131,11 @@ def test_a_keyed_request_and_its_replay_each_leave_one_record(api, quiet, event,
 def test_a_keyed_cached_next_served_from_memory_says_so(api, quiet):
     assert api.call("admin-create", body={"name": "members", "cache": 10}).status == 201
     api.call("next-post", name="members")
+    api.call("next-post", name="members")  # a block of 2..9
     quiet()
     api.call("next-post", name="members", headers={"Idempotency-Key": "signup-1"})
     [record] = quiet()
-    assert fields(record, "first_id", "idempotency_key") == (2, "signup-1")
+    assert fields(record, "first_id", "idempotency_key") == (3, "signup-1")
     assert fields(record, "replayed", "served_from") == (False, "memory")
 
 
@@ -215,3 +222,19 @@ def test_a_message_is_logged_as_written_never_parsed_as_json(logged):
     logger.info('{"counter": "orders"}')
     (line,) = logged()
     assert line["message"] == '{"counter": "orders"}'
+
+
+def test_a_record_reads_exactly_as_the_loggers_own_formatter_writes_it(monkeypatch):
+    """The formatter's reserved names are looked up in a frozenset
+    (observability.py): given a record with every field, one of them a
+    reserved name, when formatted with the names as the tuple Powertools
+    ships and as the frozenset, then both lines are the same, byte for byte."""
+    extra = {name: f"value of {name}" for name in FIELDS} | {"timestamp": "not the record's"}
+    record = logger._logger.makeRecord(
+        logger.name, logging.INFO, __file__, 1, ALLOCATION_RECORD, (), None, extra=extra
+    )
+    as_looked_up = logger.registered_formatter.format(record)
+    assert isinstance(formatter.RESERVED_LOG_ATTRS, frozenset)
+    monkeypatch.setattr(formatter, "RESERVED_LOG_ATTRS", tuple(sorted(formatter.RESERVED_LOG_ATTRS)))
+    assert logger.registered_formatter.format(record) == as_looked_up
+    assert json.loads(as_looked_up)["timestamp"] != "not the record's"

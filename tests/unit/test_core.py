@@ -164,7 +164,7 @@ def test_allocation_never_brings_a_deleted_counter_back(core, store):
     with pytest.raises(errors.CounterNotFound):
         core.allocator.take_block("orders", 1)
     with pytest.raises(errors.CounterNotFound):
-        core.allocator.take_block("orders", None)  # a cached next's block
+        core.allocator.take_block("orders", 5, cached_next=True)
     with pytest.raises(errors.CounterNotFound):
         core.admin.get("orders")
 

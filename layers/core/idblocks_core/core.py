@@ -58,9 +58,9 @@ def reseed_after_restore() -> None:
     Every environment restored from one snapshot starts with the same memory,
     so the same state of ``random``'s shared generator, which botocore draws
     its retry jitter from: restored copies would retry DynamoDB in lockstep.
-    IDs and tokens never come from that generator (tokens are uuid4 drawn per
-    request, our own jitter is SystemRandom), and nothing that names an
-    allocation is made at init."""
+    IDs and tokens never come from that generator (tokens are drawn from the
+    kernel per request, our own jitter is SystemRandom), and nothing that
+    names an allocation is made at init."""
     random.seed()
     # No block is taken at init, so a snapshot holds none; should one ever
     # be, every restored copy would serve the same IDs from it.

@@ -200,6 +200,13 @@ def _not_json(constant: str) -> Any:
 # Strings (with their escapes) are one token, so brackets inside them are text.
 _BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.DOTALL)
 
+# Built once: json.loads and json.dumps with any argument of their own build
+# a decoder or encoder on every call, a good part of what a warm request's
+# body and answer cost.
+_DECODER = json.JSONDecoder(object_pairs_hook=_object, parse_float=_number, parse_constant=_not_json)
+_TEXT_ENCODER = json.JSONEncoder(ensure_ascii=False)
+_COMPACT_ENCODER = json.JSONEncoder(separators=(",", ":"))
+
 
 def parse_body(text: str) -> Any:
     """The body as JSON: nesting past MAX_JSON_DEPTH refused before parsing, a
@@ -213,8 +220,11 @@ def parse_body(text: str) -> Any:
             if depth > MAX_JSON_DEPTH:
                 raise InvalidInput("invalid_body", "request body is nested too deeply")
     try:
-        data = json.loads(text, object_pairs_hook=_object, parse_float=_number, parse_constant=_not_json)
-        json.dumps(data, ensure_ascii=False).encode()
+        data = _DECODER.decode(text)
+        # A lone surrogate comes only from a \u escape or from the text itself
+        # (non-ASCII): an ASCII body without one, every client's, cannot hold one.
+        if not text.isascii() or "\\u" in text:
+            _TEXT_ENCODER.encode(data).encode()
     except ValueError:  # JSONDecodeError, UnicodeEncodeError, the constants
         raise InvalidInput("invalid_json", "request body is not valid JSON") from None
     return data
@@ -317,7 +327,7 @@ def json_response(status: int, body: Any, headers: dict[str, str] | None = None)
     multi |= {key: [value] for key, value in (headers or {}).items()}
     if body is not None:
         multi.setdefault("Content-Type", [JSON])
-        body = json.dumps(body, separators=(",", ":"))
+        body = _COMPACT_ENCODER.encode(body)
     return {"statusCode": status, "body": body, "isBase64Encoded": False, "multiValueHeaders": multi}
 
 

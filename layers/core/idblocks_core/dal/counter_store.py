@@ -12,11 +12,12 @@ One item per counter name:
     step        N  the region count K the counter was created (or revived) with
     residue     N  the residue it hands out: every ID is residue modulo step
                    (items written before regions existed have neither: 1 and 0)
-    cache       N  how many IDs a function environment takes at a time for
+    cache       N  the most IDs a function environment takes at a time for
                    next (the counter's cache setting; absent on items from
                    before it existed: 1)
-    cache_span  N  cache * step, kept in the same writes as cache: the amount
-                   a cached allocation adds to hwm, read by the write itself
+    cache_span  N  cache * step, kept in the same writes as cache: the most a
+                   cached next's allocation may add to hwm, read by the write
+                   itself (a condition cannot multiply)
     created_at  S  ISO 8601, UTC
     updated_at  S
     deleted_at  S  present once deleted; the item stays so hwm is never lost
@@ -38,11 +39,14 @@ moves by multiples of step, every ID stays in it. ``room`` exists because a
 condition cannot do arithmetic: ``hwm + n * step <= max_id`` is written as
 ``room >= n * step``.
 
-A cached allocation (next on a counter whose cache is N) is the same write
-with the amount taken from the item: it SETs hwm to hwm + cache_span and room
-to room - cache_span, on condition that room >= cache_span. The write uses
-the setting as it stands when it is applied, so a function environment never
-reads the item to learn N, and a PUT of cache governs the next block taken.
+A cached next's block of n IDs (on a counter whose cache is N) is the same
+write with one more condition, cache_span >= n * step: the setting as it
+stands when the write is applied is the most it takes, so a function
+environment never reads the item to learn N, and a PUT of cache governs the
+next block taken. The write's answer says N; a refusal says it too. An
+environment whose block expired unused asks whether its write is still the
+counter's last (still_last_allocation: hwm is still the block's end and the
+token still the write's) before serving the rest.
 
 Every error from DynamoDB leaves here as a domain error (see ``domain_error``).
 """
@@ -70,6 +74,7 @@ from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from idblocks_core.domain.errors import (
     BelowHighWaterMark,
+    CacheBelowCount,
     CounterDeleted,
     CounterExhausted,
     CounterExists,
@@ -172,6 +177,8 @@ _NEW_STATE_NAMES = ("#hwm", "#room", "#max", "#created", "#updated", "#step", "#
 # Every write that is not an allocation ends with this (see the module docstring).
 _FORGET_ALLOCATION = "REMOVE #token, #alloc_at"
 _ALLOCATION_NAMES = ("#token", "#alloc_at")
+# What every allocation sets besides hwm and room.
+_ALLOCATED = "#updated = :now, #token = :token, #alloc_at = :now"
 
 
 def new_dynamodb_client() -> Any:
@@ -404,6 +411,15 @@ def _cache_span_of(item: Mapping[str, Any], step: int) -> int:
     return int(item["cache_span"]["N"]) if "cache_span" in item else step
 
 
+def _span_of_cached_write(found: str | None, token: str, step: int) -> int | None:
+    """What a cached next's write carrying ``token`` added to hwm, if the
+    item's token ``found`` is that write's (``token/count``); else None."""
+    if found is None or not found.startswith(f"{token}/"):
+        return None
+    count = found[len(token) + 1 :]
+    return int(count) * step if count.isdigit() else None
+
+
 def _to_counter(item: Mapping[str, Any]) -> Counter:
     step, residue = _region_of(item)
     return Counter(
@@ -476,80 +492,99 @@ class CounterStore:
 
     # -- allocation ---------------------------------------------------------
 
-    def reserve_block(self, name: str, count: int, token: str, replay_window: timedelta) -> Block:
+    def reserve_block(
+        self,
+        name: str,
+        count: int,
+        token: str,
+        replay_window: timedelta,
+        *,
+        cached_next: bool = False,
+        keyed: bool = False,
+    ) -> Block:
         """Hand out the next ``count`` IDs of ``name``, or raise.
 
         ``token`` names this allocation. If botocore retries a write whose
         response was lost, the retry finds its own token on the item and
         returns the range that write took instead of taking a second one;
         ``replay_window`` bounds how old such a write may be.
+
+        ``cached_next``: a block for an environment's cached next. Refused
+        with CacheBelowCount where the counter's cache setting is below
+        ``count``; the block says the setting the write saw (``Block.cache``).
+        Its sizes vary, so the write carries ``token/count``. With ``keyed``
+        (the token is a keyed request's, which a retry may send again from
+        another environment, asking another size) a write whose token starts
+        ``token/`` is this one's, and a retry gets the block it took, of the
+        size it took.
         """
         step = self.step
         span = count * step
         unanswered = _UNANSWERED.get()
+        names: tuple[str, ...] = (
+            "#hwm",
+            "#room",
+            "#updated",
+            "#deleted",
+            "#step",
+            "#residue",
+            *_ALLOCATION_NAMES,
+        )
+        values = {":now": _s(now_iso()), **self._region_values}
+        if count == 1:
+            # One ID moves hwm by step, a value every write carries already:
+            # botocore's work for a request grows with each value it holds.
+            amount = ":step"
+            update = f"SET #hwm = #hwm + :step, #room = #room - :step, {_ALLOCATED}"
+        else:
+            amount = ":span"
+            values |= {":span": _n(span), ":minus_span": _n(-span)}
+            update = f"ADD #hwm :span, #room :minus_span SET {_ALLOCATED}"
+        condition = f"{_LIVE} AND {self._in_region} AND #room >= {amount}"
+        written = f"{token}/{count}" if cached_next else token
+        values[":token"] = _s(written)
+        if keyed and cached_next:
+            values[":ours"] = _s(f"{token}/")
+            condition += " AND (attribute_not_exists(#token) OR NOT begins_with(#token, :ours))"
+        else:
+            condition += " AND (attribute_not_exists(#token) OR #token <> :token)"
+        if cached_next and count > 1:
+            # Any setting allows one ID; an item from before the setting has
+            # no cache_span, reads as cache 1 and allows no more.
+            condition += " AND #span >= :span"
+            names += ("#span",)
         response = self._update(
             Key={"name": _s(name)},
-            UpdateExpression=(
-                "ADD #hwm :span, #room :minus_span SET #updated = :now, #token = :token, #alloc_at = :now"
-            ),
-            ConditionExpression=(
-                f"{_LIVE} AND {self._in_region} AND #room >= :span"
-                " AND (attribute_not_exists(#token) OR #token <> :token)"
-            ),
-            ExpressionAttributeNames=_names(
-                "#hwm", "#room", "#updated", "#deleted", "#step", "#residue", *_ALLOCATION_NAMES
-            ),
-            ExpressionAttributeValues={
-                ":span": _n(span),
-                ":minus_span": _n(-span),
-                ":now": _s(now_iso()),
-                ":token": _s(token),
-                **self._region_values,
-            },
+            UpdateExpression=update,
+            ConditionExpression=condition,
+            ExpressionAttributeNames=_names(*names),
+            ExpressionAttributeValues=values,
             ReturnValues="ALL_NEW",
         )
         if "failed" not in response:
-            block = self._taken(response["Attributes"], span)
+            block = self._taken(response["Attributes"], span, written)
         else:
-            block = self._refused_allocation(name, response["failed"], span, token, replay_window)
+            block = self._refused_allocation(
+                name, response["failed"], span, token, replay_window, cached_next
+            )
         return self._noting_gaps(name, block, unanswered)
 
-    def reserve_cached_block(self, name: str, token: str, replay_window: timedelta) -> Block:
-        """Hand out a block of ``name``'s own cache setting (cache_span / step
-        IDs), as the item has it when the write is applied; or raise, like
-        reserve_block. Near max the write is refused: CounterExhausted says
-        how many IDs are left, for a smaller block of exactly those."""
-        step = self.step
-        unanswered = _UNANSWERED.get()
+    def still_last_allocation(self, name: str, end: int, token: str) -> bool:
+        """Whether the allocation whose write carried ``token`` and took IDs
+        up to ``end`` is still the last write to ``name``: the counter is
+        live, nothing was allocated since (its high-water mark is still
+        ``end``) and no admin wrote to it (every admin write removes the
+        token). One conditional write that changes nothing: what it proves
+        holds from the moment it is applied, so a block of those IDs held
+        unused may be served for another lifetime from before it was sent."""
         response = self._update(
             Key={"name": _s(name)},
-            # if_not_exists: an item from before the cache setting takes one ID at a time.
-            UpdateExpression=(
-                "SET #hwm = #hwm + if_not_exists(#span, :step), #room = #room - if_not_exists(#span, :step),"
-                " #updated = :now, #token = :token, #alloc_at = :now"
-            ),
-            ConditionExpression=(
-                f"{_LIVE} AND {self._in_region}"
-                " AND (#room >= #span OR (attribute_not_exists(#span) AND #room >= :step))"
-                " AND (attribute_not_exists(#token) OR #token <> :token)"
-            ),
-            ExpressionAttributeNames=_names(
-                "#hwm", "#room", "#span", "#updated", "#deleted", "#step", "#residue", *_ALLOCATION_NAMES
-            ),
-            ExpressionAttributeValues={":now": _s(now_iso()), ":token": _s(token), **self._region_values},
-            ReturnValues="ALL_NEW",
+            UpdateExpression="SET #token = :token",
+            ConditionExpression=f"{_LIVE} AND {self._in_region} AND #token = :token AND #hwm = :end",
+            ExpressionAttributeNames=_names("#hwm", "#deleted", "#step", "#residue", "#token"),
+            ExpressionAttributeValues={":token": _s(token), ":end": _n(end), **self._region_values},
         )
-        if "failed" not in response:
-            written = response["Attributes"]
-            # The write does not change cache_span: what the item shows after it is what it added.
-            block = self._taken(written, _cache_span_of(written, step))
-        else:
-            item = response["failed"]
-            # Any admin write in between removes the token, so a replayed write
-            # added the cache_span the item still has.
-            span = _cache_span_of(item, step) if item else step
-            block = self._refused_allocation(name, item, span, token, replay_window)
-        return self._noting_gaps(name, block, unanswered)
+        return "failed" not in response
 
     def _noting_gaps(self, name: str, block: Block, unanswered: int) -> Block:
         """``block``, as the write took or found it. Each attempt of that write
@@ -569,18 +604,32 @@ class CounterStore:
             )
         return block
 
-    def _taken(self, written: Mapping[str, Any], span: int) -> Block:
-        """The block an allocation that added ``span`` to hwm took, from the
-        item as the write left it."""
+    def _taken(self, written: Mapping[str, Any], span: int, token: str) -> Block:
+        """The block an allocation that added ``span`` to hwm with ``token``
+        took, from the item as the write left it."""
         end, step = int(written["hwm"]["N"]), self.step
-        return Block(end - span + step, end, step=step, range_left_percent=_range_left_percent(written))
+        return Block(
+            end - span + step,
+            end,
+            step=step,
+            range_left_percent=_range_left_percent(written),
+            token=token,
+            cache=_cache_of(written),
+        )
 
     def _refused_allocation(
-        self, name: str, item: Mapping[str, Any], span: int, token: str, replay_window: timedelta
+        self,
+        name: str,
+        item: Mapping[str, Any],
+        span: int,
+        token: str,
+        replay_window: timedelta,
+        cached_next: bool = False,
     ) -> Block:
         """Why an allocation of ``span`` was refused, given the item as it
         was (``{}`` for none): raised as a domain error, or, when the item
-        carries this allocation's own token, the block that write took."""
+        carries this allocation's own token, the block that write took
+        (``cached_next``: of the size the token names)."""
         step = self.step
         count = span // step
         if not item:
@@ -592,14 +641,20 @@ class CounterStore:
         # Before the token: a replay from a counter of another residue would
         # still hand out IDs this deployment does not own.
         self._check_region(name, item)
-        if item.get("alloc_token", {}).get("S") == token:
+        found = item.get("alloc_token", {}).get("S")
+        taken = _span_of_cached_write(found, token, step) if cached_next else span if found == token else None
+        if taken is not None:
             allocated_at = item.get("alloc_at", {}).get("S")
             # An item written before alloc_at existed cannot prove when its
             # token was written: a new block (a gap) is safe, a replay may not be.
             if allocated_at and datetime.now(UTC) - datetime.fromisoformat(allocated_at) <= replay_window:
                 # Our own earlier write: it committed, only its answer was lost.
-                return Block(hwm - span + step, hwm, replayed=True, step=step)
+                return Block(
+                    hwm - taken + step, hwm, replayed=True, step=step, token=found, cache=_cache_of(item)
+                )
             raise StaleToken
+        if cached_next and _cache_span_of(item, step) < span:
+            raise CacheBelowCount(name, count, _cache_of(item))
         raise CounterExhausted(name, count, hwm + step, int(item["max_id"]["N"]), step)
 
     # -- administration -----------------------------------------------------

@@ -361,6 +361,16 @@ class CounterExhausted(Conflict):
         )
 
 
+class CacheBelowCount(Exception):
+    """A cached next's block asked for more IDs than the counter's cache
+    setting, the most one environment takes at a time; nothing was taken.
+    Never a caller's error: the environment asks again for ``cache``."""
+
+    def __init__(self, name: str, count: int, cache: int) -> None:
+        super().__init__(f"counter '{name}' takes at most {cache} ID(s) at a time for next, not {count}")
+        self.cache = cache
+
+
 class CounterWouldMoveBack(Conflict):
     code = "counter_would_move_back"
 

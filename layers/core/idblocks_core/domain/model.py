@@ -21,6 +21,11 @@ class Block:
     # block, in percent (None where the write did not say): what an operator's
     # "counter running low" alarm watches.
     range_left_percent: float | None = field(default=None, compare=False)
+    # What the write that took it carried and saw (None where not known):
+    # its token, which names it while it is still the counter's last write,
+    # and the counter's cache setting as the write applied it.
+    token: str | None = field(default=None, compare=False, repr=False)
+    cache: int | None = field(default=None, compare=False)
 
     @property
     def count(self) -> int:
@@ -38,7 +43,7 @@ class Counter:
     # it hands out only IDs congruent to residue modulo step.
     step: int = 1
     residue: int = 0
-    # How many IDs a function environment takes at a time for next (1: a
+    # The most IDs a function environment takes at a time for next (1: a
     # write per ID, nothing held in memory).
     cache: int = 1
 

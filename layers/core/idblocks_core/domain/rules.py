@@ -76,7 +76,7 @@ def check_next(next_id: object) -> int:
     return next_id
 
 
-# A counter's cache setting: how many IDs one function environment takes at
+# A counter's cache setting: the most IDs one function environment takes at
 # a time for next. The ceiling is what one environment could ever serve in
 # a block's bounded life (logic/next_cache.py, 60 s): it answers one request
 # at a time, so even 10,000 requests/s, far beyond what a single environment

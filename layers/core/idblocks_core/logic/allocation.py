@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import uuid
+import os
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -81,6 +81,13 @@ class _Handed:
 _HANDED_BY_STEP: ContextVar[_Handed | None] = ContextVar("handed_by_step", default=None)
 
 
+def new_token() -> str:
+    """A fresh token for an allocation without a key: 128 bits from the
+    kernel, drawn per request (never before a fork or a snapshot). Not
+    uuid4, whose object costs three times the draw on every request."""
+    return os.urandom(16).hex()
+
+
 def allocation_token(caller: str, counter: str, key: str, count: int) -> str:
     return hashlib.sha256(f"{caller}\n{counter}\n{key}\n{count}".encode()).hexdigest()
 
@@ -102,7 +109,7 @@ class IdAllocator:
         self.idempotency_table = idempotency_table
         self._once: Callable[..., dict[str, int]] | None = None
         self._idempotency_config: Any = None
-        self.next_cache = NextCache(self._reserve_for_next)
+        self.next_cache = NextCache(self._reserve_for_next, store.still_last_allocation)
 
     def hand_out(
         self,
@@ -248,12 +255,12 @@ class IdAllocator:
         block = Block(served.id, served.id, replayed=served.taken.replayed, step=self.store.step)
         return _Handed(block, FROM_WRITE)
 
-    def _reserve_for_next(self, name: str, count: int | None) -> Block:
-        """The cache's reserve: a block of ``count`` IDs, or of the counter's
-        own cache setting (None), written with the keyed request's token if
+    def _reserve_for_next(self, name: str, count: int) -> Block:
+        """The cache's reserve: a block of ``count`` IDs, at most the
+        counter's cache setting, written with the keyed request's token if
         one is being served."""
         token = _REQUEST_TOKEN.get()
-        block = self.take_block(name, count, token=token)
+        block = self.take_block(name, count, token=token, cached_next=True)
         if block.replayed and token is not None and block.count > 1:
             # A keyed request's retry found the write of its first attempt,
             # which may have been another environment's: that environment
@@ -296,26 +303,29 @@ class IdAllocator:
             )
             metrics.add_metadata(key="counter", value=name)
 
-    def take_block(self, name: str, count: int | None, token: str | None = None) -> Block:
-        """Take ``count`` IDs of a checked name and count (None: as many as
-        the counter's cache setting), creating the counter first if it never
-        existed and the deployment allows it. A deleted counter stays deleted:
-        its owner (an admin) deleted it, and only an admin's create brings it
-        back; a client's next or batch answers counter_not_found.
+    def take_block(
+        self, name: str, count: int, token: str | None = None, *, cached_next: bool = False
+    ) -> Block:
+        """Take ``count`` IDs of a checked name and count (``cached_next``:
+        refused where the counter's cache setting is smaller), creating the
+        counter first if it never existed and the deployment allows it. A
+        deleted counter stays deleted: its owner (an admin) deleted it, and
+        only an admin's create brings it back; a client's next or batch
+        answers counter_not_found.
 
         ``token`` identifies the request (derived from its Idempotency-Key):
         repeating an allocation with the same token, while nothing else has
         written to the counter, returns the same block rather than a new one.
         """
-        token = token or uuid.uuid4().hex
+        keyed, token = token is not None, token or new_token()
         for round_ in range(_ALLOCATION_ROUNDS):
             last_round = round_ == _ALLOCATION_ROUNDS - 1
             try:
-                if count is None:
-                    return self.store.reserve_cached_block(name, token, self.replay_window)
-                return self.store.reserve_block(name, count, token, self.replay_window)
+                return self.store.reserve_block(
+                    name, count, token, self.replay_window, cached_next=cached_next, keyed=keyed
+                )
             except StaleToken:
-                token = uuid.uuid4().hex
+                keyed, token = False, new_token()
             except CounterDeleted:
                 raise
             except CounterNotFound:
