@@ -18,7 +18,7 @@ export type Requester = (method: string, path: string, body?: Json, options?: Re
 export interface CreateOptions {
   start?: number | bigint;
   max?: number | bigint;
-  /** How many IDs each service environment takes at a time for next (the service's default is 1). */
+  /** The most IDs each service environment takes at a time for next (the service's default is 1). */
   cache?: number;
 }
 

@@ -176,7 +176,7 @@ def parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--max", metavar="N", type=_positive, help="last ID it may hand out (default: 2^53-1)")
     cache_help = (
-        "IDs each service environment takes at a time for next, 1 to 1,000,000; above 1 next IDs "
+        "the most IDs each service environment takes at a time for next, 1 to 1,000,000; above 1 next IDs "
         "are unique but not in order across environments, and unused ones are skipped"
     )
     c.add_argument("--cache", metavar="N", type=_positive, help=f"{cache_help} (default: 1)")
