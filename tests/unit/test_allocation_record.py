@@ -5,11 +5,7 @@ functions print, as CloudWatch Logs would receive it."""
 
 from __future__ import annotations
 
-import json
-import logging
-
 import pytest
-from aws_lambda_powertools.logging import formatter
 
 from idblocks_core.logic.allocation import ALLOCATION_RECORD
 from idblocks_core.observability import logger
@@ -222,19 +218,3 @@ def test_a_message_is_logged_as_written_never_parsed_as_json(logged):
     logger.info('{"counter": "orders"}')
     (line,) = logged()
     assert line["message"] == '{"counter": "orders"}'
-
-
-def test_a_record_reads_exactly_as_the_loggers_own_formatter_writes_it(monkeypatch):
-    """The formatter's reserved names are looked up in a frozenset
-    (observability.py): given a record with every field, one of them a
-    reserved name, when formatted with the names as the tuple Powertools
-    ships and as the frozenset, then both lines are the same, byte for byte."""
-    extra = {name: f"value of {name}" for name in FIELDS} | {"timestamp": "not the record's"}
-    record = logger._logger.makeRecord(
-        logger.name, logging.INFO, __file__, 1, ALLOCATION_RECORD, (), None, extra=extra
-    )
-    as_looked_up = logger.registered_formatter.format(record)
-    assert isinstance(formatter.RESERVED_LOG_ATTRS, frozenset)
-    monkeypatch.setattr(formatter, "RESERVED_LOG_ATTRS", tuple(sorted(formatter.RESERVED_LOG_ATTRS)))
-    assert logger.registered_formatter.format(record) == as_looked_up
-    assert json.loads(as_looked_up)["timestamp"] != "not the record's"

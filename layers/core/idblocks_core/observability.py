@@ -15,16 +15,6 @@ from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.logging import formatter
-
-# For every key of every line, the Logger's formatter asks whether it is one
-# of the LogRecord's own attributes, by scanning a tuple of 25 names: about
-# 600 string comparisons for an allocation record, a sixth of what the line
-# costs. It only ever asks "in"; the same names as a frozenset answer each
-# in one lookup, and every line comes out as before
-# (tests/unit/test_allocation_record.py).
-# Ignored assignment: the module annotates the names as the tuple they were.
-formatter.RESERVED_LOG_ATTRS = frozenset(formatter.RESERVED_LOG_ATTRS)  # type: ignore[assignment]
 
 
 def _message_as_written(message: str) -> str:
