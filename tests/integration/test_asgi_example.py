@@ -128,14 +128,14 @@ def test_sigusr1_drains_the_sequence_and_the_app_serves_on_until_shutdown(dev):
     assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL  # the lifespan's shutdown removed its handler
 
 
-def test_with_nothing_at_the_id_services_address_a_request_fails_at_once_with_a_503_that_says_why():
-    """A request waited the client's default 60 s, right for a batch job, then
-    got "IDs are unavailable, retry". Nothing has ever answered at this
-    address: the client says so at once, without retries."""
-    app = create_app("http://127.0.0.1:9", "asgi-down")  # nothing listens on port 9
+def unavailable_answer(endpoint):
+    """The example app in front of ``endpoint``, started, asked for an order:
+    its 503's error message, after checking the answer's shape."""
+    app = create_app(endpoint, "asgi-unavailable")
 
     async def main():
         async with served(app):
+            assert app.state.ids.wait_timeout == WAIT_TIMEOUT <= 10
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
                 return await client.post("/orders")
@@ -144,7 +144,15 @@ def test_with_nothing_at_the_id_services_address_a_request_fails_at_once_with_a_
     assert reply.status_code == 503
     assert reply.headers["Retry-After"] == "1"
     message = reply.json()["error"]
-    assert "http://127.0.0.1:9" in message  # which service
+    assert endpoint in message  # which service
+    return message
+
+
+def test_with_nothing_at_the_id_services_address_a_request_fails_at_once_with_a_503_that_says_why():
+    """A request waited the client's default 60 s, right for a batch job, then
+    got "IDs are unavailable, retry". Nothing has ever answered at this
+    address: the client says so at once, without retries."""
+    message = unavailable_answer("http://127.0.0.1:9")  # nothing listens on port 9
     assert "never answered" in message  # why: a wrong address, or a server not started
 
 
@@ -152,19 +160,5 @@ def test_with_the_id_service_not_answering_a_request_fails_within_its_wait_with_
     """A service that takes the connection and never answers: the request is
     given WAIT_TIMEOUT, not the client's default 60 s."""
     with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts (the backlog), never answers
-        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
-        app = create_app(url, "asgi-silent")
-
-        async def main():
-            async with served(app):
-                assert app.state.ids.wait_timeout == WAIT_TIMEOUT <= 10
-                transport = httpx.ASGITransport(app=app)
-                async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
-                    return await client.post("/orders")
-
-        reply = asyncio.run(main())
-    assert reply.status_code == 503
-    assert reply.headers["Retry-After"] == "1"
-    message = reply.json()["error"]
-    assert url in message  # which service
+        message = unavailable_answer(f"http://127.0.0.1:{silent.getsockname()[1]}")
     assert f"within {WAIT_TIMEOUT} s" in message  # how long it was given
