@@ -243,6 +243,36 @@ def test_a_shrunken_block_refused_again_shrinks_again() -> None:
     assert [cache.next_id("c").id for _ in range(3)] == [23, 24, 25]
 
 
+def test_a_cache_setting_lowered_in_the_last_round_is_a_refusal_to_retry() -> None:
+    """Every round refused anew, fewer IDs left and then a smaller cache
+    setting in the last: the caller is told to try again (503), not given a
+    server error, and no block is held."""
+    answers = iter(
+        [
+            Block(1, 1),
+            CacheBelowCount("c", 32, 8),
+            CounterExhausted("c", 8, 95, 100),  # 6 left
+            CounterExhausted("c", 6, 97, 100),  # 4 left
+            CacheBelowCount("c", 4, 2),
+        ]
+    )
+    asked: list[int] = []
+
+    def reserve(name: str, count: int) -> Block:
+        asked.append(count)
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    cache = NextCache(reserve, lambda name, end, token: False, clock=FakeClock())
+    assert cache.next_id("c").id == 1
+    with pytest.raises(ServiceUnavailable):
+        cache.next_id("c")
+    assert asked == [1, 32, 8, 6, 4]
+    assert cache.held("c") == 0
+
+
 def test_counters_are_cached_apart() -> None:
     items = {"a": FakeItem(cache=10), "b": FakeItem(cache=10)}
     cache = NextCache(

@@ -262,7 +262,8 @@ _CATALOGUE = (
     ErrorCode(
         "service_unavailable",
         503,
-        "DynamoDB throttled or failed after botocore's own retries. Nothing was handed out twice; "
+        "DynamoDB throttled or failed after botocore's own retries, or a cached counter's setting "
+        "changed under every try to take a block. Nothing was handed out twice; "
         "an allocation may or may not have been applied (retry with the same Idempotency-Key).",
         "after Retry-After",
         "Retry after Retry-After seconds, with the same Idempotency-Key.",

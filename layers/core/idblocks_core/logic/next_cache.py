@@ -59,7 +59,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from idblocks_core.domain.errors import CacheBelowCount, CounterExhausted
+from idblocks_core.domain.errors import CacheBelowCount, CounterExhausted, ServiceUnavailable
 from idblocks_core.domain.model import Block
 
 # The longest a cached block is served after its write began (or after the
@@ -239,6 +239,12 @@ class NextCache:
             try:
                 return self._reserve(name, count)
             except CacheBelowCount as smaller:
+                if last_round:
+                    # Admins and other environments outran every round: the
+                    # caller's next try finds the counter settled.
+                    raise ServiceUnavailable(
+                        f"counter '{name}' changed while a block was taken; try again"
+                    ) from None
                 # Refused again, the setting changed again since the last
                 # refusal named it: one ID, which no setting refuses.
                 count = smaller.cache if round_ == 0 else 1
