@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import math
 import random
 import time
@@ -142,17 +143,12 @@ class Process:
         self.stalled, self.stalled_since = True, 0.0  # demand waits from then
         self.block = 0  # which block the events scheduled belong to
         self.requests = self.waits = 0
-        self.draining = False
         self.longest_wait = self.longest_wait_draining = 0.0
         self.result: Stop | None = None
         sim.at(0.0, self._exhausted, 0)
         if drain_at is not None:
-            sim.at(drain_at, self._drain)
+            sim.at(drain_at, self.seq.drain)
         sim.at(stop, self._stop)
-
-    def _drain(self) -> None:
-        self.draining = True
-        self.seq.drain()
 
     def _held(self) -> float:
         left = 0.0
@@ -173,7 +169,7 @@ class Process:
             wait = now - self.stalled_since
             self.waits += 1
             self.longest_wait = max(self.longest_wait, wait)
-            if self.draining:
+            if self.sizer.draining:
                 self.longest_wait_draining = max(self.longest_wait_draining, wait)
             self.stalled_since += drawn / self.rate
             self.stalled = drawn < waiting
@@ -231,10 +227,7 @@ class Process:
     def finish(self) -> Stop:
         assert self.result is not None
         # The request close waited for is one of the life's requests.
-        result = self.result
-        return Stop(
-            result.skipped, self.requests, result.waits, result.longest_wait, result.longest_wait_draining
-        )
+        return dataclasses.replace(self.result, requests=self.requests)
 
 
 def lives(policy: str, rate: float, count: int, *, drain_for: float | None, seed: str) -> dict[str, float]:
