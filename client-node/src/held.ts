@@ -233,10 +233,7 @@ export class HeldIds {
 
   /** How many IDs are held or were passed over; from here on nothing is held. */
   countUnused(): number {
-    const unused =
-      (this.#run === null ? 0 : this.#run.length - this.pos) +
-      this.#ready.reduce((total, block) => total + block.length, 0) +
-      this.skipped;
+    const unused = this.count + this.skipped;
     this.#run = null;
     this.pos = this.limit = this.#end = this.#mark = this.skipped = 0;
     this.#ready = [];

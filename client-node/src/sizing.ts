@@ -200,7 +200,7 @@ export class BlockSizer {
    * before it knew one (its first block given by the caller, say).
    */
   firstRate(used: number, now: number): void {
-    if (this.rate === null && this.#since !== null && used > 0) this.observe(used, now - this.#since);
+    if (this.rate === null && this.#since !== null) this.observe(used, now - this.#since);
   }
 
   /**

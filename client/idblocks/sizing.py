@@ -176,7 +176,7 @@ class BlockSizer:
         first demand (demand_from) and ``now``: that is the rate, for a
         sequence drained before it knew one (its first block given by the
         caller, say)."""
-        if self.rate is None and self._since is not None and used > 0:
+        if self.rate is None and self._since is not None:
             self.observe(used, now - self._since)
 
     def young_tail(self) -> int | None:
