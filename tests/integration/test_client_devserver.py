@@ -40,18 +40,17 @@ def skipped(dev, counter, used):
     return next_of(dev, counter) - 1 - used
 
 
-def steadily(draw: Callable[[], object], rate: int, seconds: float) -> tuple[int, float]:
-    """``draw`` about ``rate`` times a second, in ticks of 10 ms, for
-    ``seconds`` (a slow machine draws fewer, never a catching-up burst): how
-    many were drawn, in how long."""
+def steadily(draw: Callable[[], object], rate: int, count: int) -> float:
+    """``draw`` ``count`` times, about ``rate`` times a second in ticks of 10
+    ms (a slow machine takes longer, never a catching-up burst): how many
+    seconds it took. A count, not a time: however slow the machine, the
+    block given up front is used up."""
     started = time.monotonic()
-    drawn = 0
-    while time.monotonic() - started < seconds:
+    for _ in range(count // (rate // 100)):
         for _ in range(rate // 100):
             draw()
-        drawn += rate // 100
         time.sleep(0.01)
-    return drawn, time.monotonic() - started
+    return time.monotonic() - started
 
 
 def test_a_process_that_takes_one_id_and_closes_skips_at_most_15(dev):
@@ -77,10 +76,12 @@ def test_after_drain_and_8_s_at_a_steady_rate_close_skips_at_most_1_s_of_ids(dev
     # given up front) of which it holds up to 7.5 s
     rate = 1_000
     seq = Sequence(HttpBackend(dev.url), "gaps-drain", initial_block=5 * rate)
-    before, _ = steadily(seq.next_id, rate, 3.0)
-    # When it drains and goes on at that rate for 8 s, then closes
+    before = 3 * rate
+    steadily(seq.next_id, rate, before)
+    # When it drains and goes on at that rate for 8 s (8 s of IDs), then closes
     seq.drain()
-    during, seconds = steadily(seq.next_id, rate, 8.0)
+    during = 8 * rate
+    seconds = steadily(seq.next_id, rate, during)
     seq.close()
     # Then what it skipped is at most a second's worth at the rate it drew
     assert skipped(dev, "gaps-drain", before + during) <= during / seconds

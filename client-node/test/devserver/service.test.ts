@@ -111,16 +111,14 @@ function counting(): { backend: Backend; requests: () => number } {
   return { backend, requests: () => requests };
 }
 
-/** `await seq.next()` about `rate` times a second, in ticks of 10 ms, for `seconds` (never a catching-up burst): how many, in how long. */
-async function steadily(seq: Sequence, rate: number, seconds: number): Promise<[number, number]> {
+/** `await seq.next()` `count` times, about `rate` times a second in ticks of 10 ms (never a catching-up burst): how many seconds it took. A count, not a time: however slow the machine, the block given up front is used up. */
+async function steadily(seq: Sequence, rate: number, count: number): Promise<number> {
   const started = performance.now();
-  let drawn = 0;
-  while (performance.now() - started < seconds * 1000) {
+  for (let tick = 0; tick < count / (rate / 100); tick++) {
     for (let i = 0; i < rate / 100; i++) await seq.next();
-    drawn += rate / 100;
     await sleep(10);
   }
-  return [drawn, (performance.now() - started) / 1000];
+  return (performance.now() - started) / 1000;
 }
 
 test("a process that takes one ID and closes skips at most 15", { skip }, async () => {
@@ -145,10 +143,12 @@ test("after drain() and 8 s at a steady rate, close skips at most a second's wor
   // Given a process using about 1,000 IDs/s, with blocks of 5 s (its rate given up front)
   const rate = 1_000;
   const seq = new Sequence(new HttpBackend(url), "node-gaps-drain", { initialBlock: 5 * rate });
-  const [before] = await steadily(seq, rate, 3);
-  // When it drains and goes on at that rate for 8 s, then closes
+  const before = 3 * rate;
+  await steadily(seq, rate, before);
+  // When it drains and goes on at that rate for 8 s (8 s of IDs), then closes
   seq.drain();
-  const [during, seconds] = await steadily(seq, rate, 8);
+  const during = 8 * rate;
+  const seconds = await steadily(seq, rate, during);
   await seq.close();
   // Then what it skipped is at most a second's worth at the rate it drew
   const gap = await skipped("node-gaps-drain", before + during);
