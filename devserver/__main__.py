@@ -28,7 +28,7 @@ from urllib.parse import urlparse
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from devserver.gateway import gateway_for
+from devserver.gateway import gateway_for, shown_path
 from devserver.identities import LOCAL_API_ID, IdentitySpec
 from localrun.invoke import function_environment
 from localrun.tables import TABLE_NAMES
@@ -394,10 +394,10 @@ def embedded_tables(
     if not fresh:
         how = f"{len(saved.get('CountersTable', []))} counter(s) restored"
     elif backup is not None:
-        how = f"fresh; the state it replaces is kept in {_shown(backup)}"
+        how = f"fresh; the state it replaces is kept in {shown_path(backup)}"
     else:
         how = "fresh"
-    description = f"embedded, kept in {_shown(state_file)} ({how})"
+    description = f"embedded, kept in {shown_path(state_file)} ({how})"
     if item_write_limit is not None:
         description += f", at most {item_write_limit} writes/s per item"
     return LocalTables(
@@ -487,13 +487,6 @@ class _Stopper:
         # shutdown() waits for serve_forever, which runs on this (the main)
         # thread under the signal handler: it must be called from another.
         threading.Thread(target=self._server.shutdown, name="stop", daemon=True).start()
-
-
-def _shown(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(ROOT))
-    except ValueError:
-        return str(path)
 
 
 def _url_host(host: str) -> str:

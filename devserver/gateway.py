@@ -130,7 +130,8 @@ def made_credentials(key_file: Path) -> Credentials:
 
     (access_key, secret_key), made = kept_key_pair(key_file, _new_key_pair)
     how = "made now" if made else "made before"
-    return Credentials(Key(access_key, secret_key), f"{how}, kept in {_shown(key_file)}", key_file=key_file)
+    source = f"{how}, kept in {shown_path(key_file)}"
+    return Credentials(Key(access_key, secret_key), source, key_file=key_file)
 
 
 def _new_key_pair() -> tuple[str, str]:
@@ -139,7 +140,9 @@ def _new_key_pair() -> tuple[str, str]:
     return access_key, secrets.token_urlsafe(30)
 
 
-def _shown(path: Path) -> str:
+def shown_path(path: Path) -> str:
+    """``path`` as a developer would find it: from where they are, or from
+    the project's root."""
     for base in (Path.cwd(), ROOT):
         try:
             return str(path.resolve().relative_to(base.resolve()))
