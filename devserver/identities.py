@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +59,13 @@ class ApiArn:
     account: str
     api_id: str
     stage: str
-    partition: str = "aws"
 
-    @property
+    @cached_property
+    def partition(self) -> str:
+        """The region's, as the stack's policies name it (AWS::Partition)."""
+        return Stack(region=self.region).values["AWS::Partition"]
+
+    @cached_property
     def prefix(self) -> str:
         return f"arn:{self.partition}:execute-api:{self.region}:{self.account}:{self.api_id}/{self.stage}/"
 

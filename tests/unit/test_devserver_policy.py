@@ -261,6 +261,19 @@ def test_the_client_policy_names_this_api_and_its_stage_only():
     assert on_prod("POST", "/counters/orders/next") == ALLOWED
 
 
+
+@pytest.mark.parametrize(
+    ("region", "partition"), [("cn-north-1", "aws-cn"), ("us-gov-west-1", "aws-us-gov"), ("eu-west-1", "aws")]
+)
+def test_requests_are_named_in_the_partition_of_the_region_as_the_policies_are(region, partition):
+    stack = template()
+    arn = api_arn(stack, region, API.account, API.api_id)
+    assert arn.of("POST", "/counters/orders/next").startswith(f"arn:{partition}:execute-api:{region}:")
+    for role in ("ClientPolicy", "AdminPolicy"):
+        allowed = stack_policy(stack, role, arn)
+        path = "/counters/orders/next" if role == "ClientPolicy" else "/admin/counters"
+        assert allowed.decide(INVOKE, arn.of("POST", path)).result == ALLOWED, role
+
 def test_the_admin_policy_takes_every_admin_route_and_nothing_else():
     stack = template()
     arn = api_arn(stack, API.region, API.account, API.api_id)
