@@ -16,7 +16,6 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 from devserver.policy import Policy, PolicyError, invoke_statements, parse, read
 from devserver.sigv4 import Key
@@ -127,17 +126,21 @@ def identities_of(specs: list[IdentitySpec], template: Template, arn: ApiArn) ->
 
 # -- the stack's policies, from template.yaml ----------------------------------
 
-_SUB = re.compile(r"\$\{(!?)([^}]*)\}")
-
 
 def stack_policy(template: Template, logical_id: str, arn: ApiArn) -> Policy:
     """The PolicyDocument of the template's ``logical_id`` (an
     AWS::IAM::ManagedPolicy) as CloudFormation would create it for this
     API: the template read as every other reader of it reads it
     (localrun.template.resolve), in a stack of the API's region and account,
-    with the parameters the dev server runs with. What resolution leaves is
-    the API's own id (``${Api}``), filled in here."""
-    resolution = resolve(template.raw, template.parameters, Stack(region=arn.region, account_id=arn.account))
+    with the parameters the dev server runs with, and the API's id as
+    CloudFormation gives ``${Api}`` (a RestApi's Ref). Any other intrinsic
+    function left is refused by the policy's parser."""
+    # The id is passed as a value the resolver knows, as it knows the parameters'.
+    resolution = resolve(
+        template.raw,
+        template.parameters | {"Api": arn.api_id},
+        Stack(region=arn.region, account_id=arn.account),
+    )
     resource = resolution.template["Resources"].get(logical_id)
     if resource is None:
         raise PolicyError(f"template.yaml has no {logical_id}")
@@ -149,27 +152,4 @@ def stack_policy(template: Template, logical_id: str, arn: ApiArn) -> Policy:
             f"not with these parameters (ClientAuth {auth}): a deployed stack has no such policy to "
             "attach. Give this identity a policy document of its own (--identity PATH=...)"
         )
-    document = _with_api_id(resource["Properties"]["PolicyDocument"], arn.api_id)
-    return parse(document, f"{logical_id} of template.yaml")
-
-
-def _with_api_id(value: Any, api_id: str) -> Any:
-    """``value`` with each Fn::Sub's ``${Api}`` filled in; any other
-    intrinsic function left by the resolution is an error, not a guess."""
-    if isinstance(value, list):
-        return [_with_api_id(item, api_id) for item in value]
-    if not isinstance(value, dict):
-        return value
-    if len(value) == 1:
-        ((function, argument),) = value.items()
-        if function == "Fn::Sub" and isinstance(argument, str):
-            return _SUB.sub(lambda m: "${" + m[2] + "}" if m[1] else _api_id(m[2], api_id), argument)
-        if function == "Ref" or function.startswith("Fn::"):
-            raise PolicyError(f"cannot resolve {function} in a policy of template.yaml outside AWS")
-    return {key: _with_api_id(item, api_id) for key, item in value.items()}
-
-
-def _api_id(name: str, api_id: str) -> str:
-    if name != "Api":
-        raise PolicyError(f"cannot resolve {name} in a policy of template.yaml outside AWS")
-    return api_id
+    return parse(resource["Properties"]["PolicyDocument"], f"{logical_id} of template.yaml")
