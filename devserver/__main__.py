@@ -272,7 +272,6 @@ def read_gateway(args: argparse.Namespace, template: Template) -> Any:
     try:
         return gateway_for(
             dict(args.parameter).get("ClientAuth"),
-            template.route_auth(),
             dict(os.environ),
             args.api_key,
             args.region,

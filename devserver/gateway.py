@@ -101,7 +101,6 @@ def found_credentials(environ: Mapping[str, str]) -> Credentials | None:
     from botocore.session import Session
     from botocore.utils import parse_timestamp
 
-    account = environ.get("AWS_ACCOUNT_ID") or LOCAL_ACCOUNT
     # Read without the expiry: botocore would refresh (and fail on) an expired
     # pair, where the gateway still knows it and answers expired_token.
     static = EnvProvider(
@@ -111,14 +110,14 @@ def found_credentials(environ: Mapping[str, str]) -> Credentials | None:
         expiry = environ.get("AWS_CREDENTIAL_EXPIRATION")
         expires = parse_timestamp(expiry) if expiry else None
         key = Key(static.access_key, static.secret_key, static.token, expires)
-        return Credentials(key, "AWS_ACCESS_KEY_ID", account)
+        return Credentials(key, "AWS_ACCESS_KEY_ID")
     session = Session()
     for provider in session.get_component("credential_provider").providers:
         if provider.METHOD in ("shared-credentials-file", "config-file"):
             found = provider.load()
             if found is not None:
                 key = Key(found.access_key, found.secret_key, found.token)
-                return Credentials(key, f"profile {session.profile or 'default'}", account)
+                return Credentials(key, f"profile {session.profile or 'default'}")
     return None
 
 
@@ -341,7 +340,6 @@ class Gateway:
 
 def gateway_for(
     client_auth: str | None,
-    routes: Mapping[tuple[str, str], RouteAuth],
     environ: Mapping[str, str],
     api_keys: Sequence[str] = (),
     region: str | None = None,
@@ -371,6 +369,7 @@ def gateway_for(
             f"access key {credentials.key.access_key} is the dev server's own (it may call every route) "
             f"and identity {found[credentials.key.access_key].name}'s: give the identity another"
         )
+    routes = template.route_auth()
     return Gateway(client_auth, routes, credentials, keys, region, identities=found, arn=arn)
 
 
