@@ -285,6 +285,21 @@ class Template:
         return sam_transform(template, self.parameters, self.stack)
 
     @functools.cached_property
+    def created(self) -> dict[str, Any]:
+        """The resources of ``transformed`` CloudFormation creates: those
+        whose condition holds. Shared: read it, never change it."""
+        return self.kept(self.transformed["Resources"])
+
+    def kept(self, entries: dict[str, Any]) -> dict[str, Any]:
+        """``entries`` (resources, outputs) without those a false condition
+        leaves out."""
+        return {
+            name: entry
+            for name, entry in entries.items()
+            if "Condition" not in entry or self.condition(entry["Condition"])
+        }
+
+    @functools.cached_property
     def _local(self) -> Resolution:
         """The same with the values a local run gives the functions (LOCAL_DEFAULTS)."""
         return resolve(self.raw, self.local_parameters, self.stack)

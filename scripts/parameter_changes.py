@@ -120,12 +120,7 @@ class Change:
 def _deployed(settings: tuple[tuple[str, str], ...]) -> dict[str, Any]:
     """The resources CloudFormation creates with these parameter values: the
     transformed template without those a false condition leaves out."""
-    template = Template(parameter_overrides=dict(settings))
-    return {
-        logical_id: resource
-        for logical_id, resource in template.transformed["Resources"].items()
-        if "Condition" not in resource or template.condition(resource["Condition"])
-    }
+    return Template(parameter_overrides=dict(settings)).created
 
 
 @functools.cache

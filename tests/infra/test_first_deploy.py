@@ -8,7 +8,6 @@ do; every name fits, whatever the stack's name."""
 
 from __future__ import annotations
 
-import functools
 import re
 from typing import Any
 
@@ -17,7 +16,7 @@ from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
 
 from localrun.template import STACK, Stack, Template
 from tests.infra.test_template_reading import lint_errors_of
-from tests.support.sam import parameter_sets, samconfig_overrides, translate_in
+from tests.support.sam import created_in, parameter_sets, samconfig_overrides, translate_in
 
 SETS = parameter_sets()
 SET_IDS = [
@@ -32,17 +31,7 @@ UNRESERVED_MINIMUM = 100
 def created(overrides: dict[str, str], stack: Stack = STACK) -> dict[str, Any]:
     """The resources CloudFormation creates: those whose condition holds.
     Shared: read them, never change them."""
-    return _created(tuple(sorted(overrides.items())), stack)
-
-
-@functools.cache
-def _created(overrides: tuple[tuple[str, str], ...], stack: Stack) -> dict[str, Any]:
-    template = Template(parameter_overrides=dict(overrides), stack=stack)
-    return {
-        logical_id: resource
-        for logical_id, resource in translate_in(stack, **dict(overrides))["Resources"].items()
-        if "Condition" not in resource or template.condition(resource["Condition"])
-    }
+    return created_in(stack, **overrides)
 
 
 def of_type(resources: dict[str, Any], resource_type: str) -> dict[str, Any]:

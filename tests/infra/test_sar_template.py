@@ -201,8 +201,7 @@ def deployed(cfn: dict[str, Any], values: dict[str, str]) -> dict[str, Any]:
     return {
         section: {
             name: resolve({key: item for key, item in entry.items() if key != "Condition"})
-            for name, entry in cfn.get(section, {}).items()
-            if "Condition" not in entry or source.condition(entry["Condition"])
+            for name, entry in source.kept(cfn.get(section, {})).items()
         }
         for section in ("Resources", "Outputs")
     }

@@ -22,11 +22,7 @@ def lint_errors_of(cfn: dict[str, Any], template: Template, region: str) -> list
     ``cfn`` without what a false condition of ``template`` leaves out."""
     kept = dict(cfn)
     for section in ("Resources", "Outputs"):
-        kept[section] = {
-            name: entry
-            for name, entry in cfn.get(section, {}).items()
-            if "Condition" not in entry or template.condition(entry["Condition"])
-        }
+        kept[section] = template.kept(cfn.get(section, {}))
     found = lint(json.dumps(kept), config=ManualArgs(regions=[region]))
     return [f"{m.rule.id} {m.message} ({'/'.join(map(str, m.path))})" for m in found if m.rule.id[0] == "E"]
 

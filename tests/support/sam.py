@@ -17,8 +17,19 @@ from scripts.sar_template import SarTemplate, build
 
 
 @functools.cache
+def _template(overrides: tuple[tuple[str, str], ...], stack: Stack) -> Template:
+    return Template(parameter_overrides=dict(overrides), stack=stack)
+
+
 def _translate(overrides: tuple[tuple[str, str], ...], stack: Stack) -> dict[str, Any]:
-    return Template(parameter_overrides=dict(overrides), stack=stack).transformed
+    return _template(overrides, stack).transformed
+
+
+def created_in(stack: Stack, **overrides: str) -> dict[str, Any]:
+    """The resources of translate_in(stack, **overrides) CloudFormation
+    creates: those whose condition holds. Shared: read them, never change
+    them."""
+    return _template(tuple(sorted(overrides.items())), stack).created
 
 
 def translate(**overrides: str) -> dict[str, Any]:

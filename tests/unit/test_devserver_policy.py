@@ -261,7 +261,6 @@ def test_the_client_policy_names_this_api_and_its_stage_only():
     assert on_prod("POST", "/counters/orders/next") == ALLOWED
 
 
-
 @pytest.mark.parametrize(
     ("region", "partition"), [("cn-north-1", "aws-cn"), ("us-gov-west-1", "aws-us-gov"), ("eu-west-1", "aws")]
 )
@@ -273,6 +272,7 @@ def test_requests_are_named_in_the_partition_of_the_region_as_the_policies_are(r
         allowed = stack_policy(stack, role, arn)
         path = "/counters/orders/next" if role == "ClientPolicy" else "/admin/counters"
         assert allowed.decide(INVOKE, arn.of("POST", path)).result == ALLOWED, role
+
 
 def test_the_admin_policy_takes_every_admin_route_and_nothing_else():
     stack = template()
