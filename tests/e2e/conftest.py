@@ -26,6 +26,7 @@ from tests.e2e.target import (
     Identities,
     Target,
 )
+from tests.support.signing import identity
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -71,7 +72,8 @@ def target(
     args = [
         "--fresh",
         *("--parameter", "ClientAuth=AWS_IAM", "--parameter", f"ClientCounters={DEV_CLIENT_COUNTERS}"),
-        *("--identity", f"client={client[0]}:{client[1]}", "--identity", f"admin={admin[0]}:{admin[1]}"),
+        *identity("client", client),
+        *identity("admin", admin),
     ]
     env = {"AWS_ACCESS_KEY_ID": own[0], "AWS_SECRET_ACCESS_KEY": own[1], "AWS_REGION": DEV_REGION}
     state = tmp_path_factory.mktemp("e2e-devserver") / "state.json"

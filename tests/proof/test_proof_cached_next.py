@@ -25,17 +25,10 @@ from idblocks_core.logic.allocation import IdAllocator
 from idblocks_core.logic.next_cache import BLOCK_LIFETIME_SECONDS, NextCache
 from tests.conftest import TABLE_NAMES, reset_core_caches
 from tests.support.moto_tables import counters_table_started
+from tests.support.sequence_model import FakeClock
 
 NAME = "members"
 ENVIRONMENTS = 3
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class CachedNextMachine(RuleBasedStateMachine):
@@ -52,7 +45,7 @@ class CachedNextMachine(RuleBasedStateMachine):
             idempotency_table=TABLE_NAMES["IdempotencyTable"],
         )
         self.admin = CounterAdmin(self.store)
-        self.clock = Clock()
+        self.clock = FakeClock()
         self.environments = [
             NextCache(self.allocator._reserve_for_next, self.store.still_last_allocation, clock=self.clock)
             for _ in range(ENVIRONMENTS)
