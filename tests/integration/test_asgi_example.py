@@ -21,6 +21,7 @@ from examples import asgi_ids
 from examples.asgi_ids import WAIT_TIMEOUT, create_app
 from localrun.environment import scrubbed_environment
 from localrun.template import ROOT
+from tests.support.ledger import next_of
 
 
 @contextlib.asynccontextmanager
@@ -38,10 +39,6 @@ async def served(app):
         await inbox.put({"type": "lifespan.shutdown"})
         assert (await outbox.get())["type"] == "lifespan.shutdown.complete"
         await running
-
-
-def next_of(dev, counter):
-    return dev.get(f"/admin/counters/{counter}").json()["next"]
 
 
 def test_concurrent_requests_get_unique_ids_and_shutdown_counts_the_rest(dev):

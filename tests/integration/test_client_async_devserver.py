@@ -10,11 +10,8 @@ import pytest
 
 from idblocks import AsyncSequence, Conflict, CounterNotFound, HttpBackend, RetryPolicy
 from idblocks.async_backend import AsyncHttpBackend
+from tests.support.ledger import next_of, skipped
 from tests.support.proxy import LossyProxy
-
-
-def next_of(dev, counter):
-    return dev.get(f"/admin/counters/{counter}").json()["next"]
 
 
 def test_lost_responses_and_cancelled_callers_cost_nothing_over_http(dev):
@@ -102,11 +99,6 @@ async def _get(url, name):
 # -- what a process skips when it stops ------------------------------------------------
 # As tests/integration/test_client_devserver.py's, for AsyncSequence: measured
 # by how far the counter moved, the requests by a proxy that forwards them.
-
-
-def skipped(dev, counter, used):
-    """IDs the counter moved past that were never handed out."""
-    return next_of(dev, counter) - 1 - used
 
 
 async def steadily(seq, rate, count):

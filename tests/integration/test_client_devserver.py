@@ -14,11 +14,8 @@ from idblocks import CounterExhausted, HttpBackend, RetryPolicy, Sequence
 from idblocks.block import Block
 from localrun.environment import scrubbed_environment
 from localrun.template import ROOT
+from tests.support.ledger import next_of, skipped
 from tests.support.proxy import LossyProxy
-
-
-def next_of(dev, counter):
-    return dev.get(f"/admin/counters/{counter}").json()["next"]
 
 
 def test_sequence_over_http_accounts_for_every_id(dev):
@@ -33,11 +30,6 @@ def test_sequence_over_http_accounts_for_every_id(dev):
 # -- what a process skips when it stops ------------------------------------------------
 # Measured by how far the counter moved (the admin GET), and the requests by a
 # proxy that forwards them (losing none), not by the client's own counts.
-
-
-def skipped(dev, counter, used):
-    """IDs the counter moved past that were never handed out."""
-    return next_of(dev, counter) - 1 - used
 
 
 def steadily(draw: Callable[[], object], rate: int, count: int) -> float:

@@ -1,5 +1,6 @@
 """Checks over every range a run handed out: nothing twice, nothing outside
-[1, high-water mark], and (where no fault may cost IDs) nothing missing."""
+[1, high-water mark], and (where no fault may cost IDs) nothing missing; and
+how far a dev server's counter moved, by its admin GET."""
 
 from __future__ import annotations
 
@@ -61,3 +62,13 @@ def logged_gaps(output: Iterable[str]) -> dict[str, int]:
             record = json.loads(line[line.index("{") :])
             gaps[record["counter"]] += record["ids"]
     return dict(gaps)
+
+
+def next_of(dev, counter: str) -> int:
+    """The next ID of ``counter`` on dev server ``dev``: its high-water mark + 1."""
+    return dev.get(f"/admin/counters/{counter}").json()["next"]
+
+
+def skipped(dev, counter: str, used: int) -> int:
+    """IDs ``counter`` moved past that were never handed out, ``used`` having been."""
+    return next_of(dev, counter) - 1 - used
