@@ -17,11 +17,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from devserver.policy import Policy, PolicyError, invoke_statements, parse, read
+from devserver.policy import INVOKE, Policy, PolicyError, invoke_statements, parse, read
 from devserver.sigv4 import Key
 from localrun.template import Stack, Template, resolve
 
-INVOKE = "execute-api:Invoke"
 # The stack's policy each role stands for.
 STACK_POLICIES = {"client": "ClientPolicy", "admin": "AdminPolicy"}
 # SAM CLI's API id in the events it builds (requestContext.apiId).

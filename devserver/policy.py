@@ -52,6 +52,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# The one action API Gateway asks IAM about for a request.
+INVOKE = "execute-api:Invoke"
 ALLOWED = "Allowed"
 IMPLICITLY_DENIED = "ImplicitlyDenied"
 EXPLICITLY_DENIED = "ExplicitlyDenied"
@@ -80,9 +82,15 @@ class Statement:
     resources: tuple[str, ...]
     not_resource: bool
 
+    def acts(self, action: str) -> bool:
+        """Whether ``action`` is among its actions (or not excluded by them)."""
+        return any(action_matches(pattern, action) for pattern in self.actions) != self.not_action
+
     def applies(self, action: str, resource: str) -> bool:
-        acts = any(action_matches(pattern, action) for pattern in self.actions) != self.not_action
-        return acts and any(resource_matches(p, resource) for p in self.resources) != self.not_resource
+        return (
+            self.acts(action)
+            and any(resource_matches(p, resource) for p in self.resources) != self.not_resource
+        )
 
 
 @dataclass(frozen=True)
@@ -272,9 +280,5 @@ def _glob(pattern: str, *, fold_case: bool) -> re.Pattern[str]:
 
 
 def invoke_statements(policy: Policy) -> Iterable[Statement]:
-    """The statements that can decide an ``execute-api:Invoke``."""
-    return (
-        s
-        for s in policy.statements
-        if any(action_matches(pattern, "execute-api:Invoke") for pattern in s.actions) != s.not_action
-    )
+    """The statements that can decide an INVOKE."""
+    return (s for s in policy.statements if s.acts(INVOKE))
