@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from localrun.template import Template
+from localrun.template import Template, default_template
 
 # Resource types whose replacement or deletion changes what callers hold.
 HELD = {
@@ -253,9 +253,9 @@ def _next_number(spec: dict[str, Any]) -> str:
 
 def changes_of(parameter: str) -> list[tuple[dict[str, str], str, str]]:
     """The changes of ``parameter`` that the table shows."""
-    spec = Template().raw["Parameters"][parameter]
     if parameter in CHANGES:
         return CHANGES[parameter]
+    spec = default_template().raw["Parameters"][parameter]
     default = str(spec.get("Default", ""))
     if spec["Type"] == "Number":
         allowed = [str(value) for value in spec.get("AllowedValues", [])]
@@ -268,7 +268,7 @@ def changes_of(parameter: str) -> list[tuple[dict[str, str], str, str]]:
 
 
 def all_changes() -> Iterator[Change]:
-    for parameter in Template().raw["Parameters"]:
+    for parameter in default_template().raw["Parameters"]:
         for settings, before, after in changes_of(parameter):
             yield change(parameter, before, after, settings)
 
