@@ -14,12 +14,12 @@ signed could differ."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import urlsplit
 
 import pytest
 
 from devserver.process import DevServer
-from tests.support.signing import CLIENT_KEY, SERVER_ENV, identity, send_target, sign
+from tests.support.signing import CLIENT_KEY, SERVER_ENV, identity, send_target, sign, sigv4_query
 
 UNKNOWN = (403, "unknown_route_or_unsigned")
 # (request target, what API Gateway answers: status and code, the counter that answered)
@@ -63,11 +63,7 @@ def signed_for(url: str, target: str) -> dict[str, str]:
     """The headers of a request to ``target`` as a client signs the URL it
     sends (the query encoded the one SigV4 way), with its Host."""
     parts = urlsplit(target if target.startswith("http://") else url + target)
-    query = "&".join(
-        "=".join(quote(unquote(piece), safe="-_.~") for piece in pair.split("=", 1))
-        for pair in parts.query.split("&")
-        if pair
-    )
+    query = sigv4_query(parts.query)
     signed = f"http://{parts.netloc}{parts.path}" + (f"?{query}" if query else "")
     return {"Host": parts.netloc} | sign("POST", signed, access_key=CLIENT_KEY[0], secret_key=CLIENT_KEY[1])
 

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from unittest import mock
-from urllib.parse import urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import requests
 from botocore.auth import SigV4Auth
@@ -74,6 +74,16 @@ def send(
 # against a policy, apart from the dev server's own.
 CLIENT_KEY = ("AKIACLIENTIDENTITY01", "client-identity-secret")
 ADMIN_KEY = ("AKIAADMINIDENTITY001", "admin-identity-secret")
+
+
+def sigv4_query(query: str) -> str:
+    """``query`` as a client signs the URL it sends: each name and value
+    decoded, then encoded the one SigV4 way (as API Gateway reads it)."""
+    return "&".join(
+        "=".join(quote(unquote(piece), safe="-_.~") for piece in pair.split("=", 1))
+        for pair in query.split("&")
+        if pair
+    )
 
 
 def identity(role: str, key: tuple[str, str]) -> list[str]:
