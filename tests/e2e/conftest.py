@@ -17,7 +17,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from devserver.process import DevServer
 from tests.e2e.target import (
     DEPLOYED_VARIABLE,
     REGION_VARIABLE,
@@ -26,7 +25,7 @@ from tests.e2e.target import (
     Identities,
     Target,
 )
-from tests.support.signing import identity
+from tests.support.signing import iam_dev_server, identity
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -70,14 +69,13 @@ def target(
         admin,
     )
     args = [
-        "--fresh",
-        *("--parameter", "ClientAuth=AWS_IAM", "--parameter", f"ClientCounters={DEV_CLIENT_COUNTERS}"),
+        *("--parameter", f"ClientCounters={DEV_CLIENT_COUNTERS}"),
         *identity("client", client),
         *identity("admin", admin),
     ]
     env = {"AWS_ACCESS_KEY_ID": own[0], "AWS_SECRET_ACCESS_KEY": own[1], "AWS_REGION": DEV_REGION}
     state = tmp_path_factory.mktemp("e2e-devserver") / "state.json"
-    with DevServer(*args, state_file=state, env=env) as server:
+    with iam_dev_server(state, env, args=args) as server:
         yield Target.dev_server(server.url, own, DEV_REGION, identities)
 
 

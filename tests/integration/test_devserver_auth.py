@@ -359,9 +359,6 @@ def guarded(tmp_path_factory: pytest.TempPathFactory):
     service_policy = folder / "service-policy.json"
     service_policy.write_text(json.dumps(SERVICE_POLICY))
     args = [
-        "--fresh",
-        "--parameter",
-        "ClientAuth=AWS_IAM",
         "--parameter",
         "ClientCounters=orders.eu",
         "--api-id",
@@ -372,7 +369,7 @@ def guarded(tmp_path_factory: pytest.TempPathFactory):
         *identity("admin", ADMIN_KEY),
         *identity(str(service_policy), SERVICE_KEY),
     ]
-    with DevServer(*args, state_file=folder / "state.json", env=SERVER_ENV) as server:
+    with iam_dev_server(folder / "state.json", args=args) as server:
         yield server
 
 

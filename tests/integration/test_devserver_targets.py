@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from devserver.process import DevServer
-from tests.support.signing import CLIENT_KEY, SERVER_ENV, identity, send_target, sign, sigv4_query
+from tests.support.signing import CLIENT_KEY, iam_dev_server, identity, send_target, sign, sigv4_query
 
 UNKNOWN = (403, "unknown_route_or_unsigned")
 # (request target, what API Gateway answers: status and code, the counter that answered)
@@ -53,9 +53,8 @@ def test_each_odd_target_is_answered_as_api_gateway_answers_it(dev, form):
 @pytest.fixture(scope="module")
 def client_only(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevServer]:
     """ClientAuth AWS_IAM and a client identity that may take IDs of orders only."""
-    args = ["--fresh", "--parameter", "ClientAuth=AWS_IAM", "--parameter", "ClientCounters=orders"]
-    state = tmp_path_factory.mktemp("targets") / "state.json"
-    with DevServer(*args, *identity("client", CLIENT_KEY), state_file=state, env=SERVER_ENV) as server:
+    args = ["--parameter", "ClientCounters=orders", *identity("client", CLIENT_KEY)]
+    with iam_dev_server(tmp_path_factory.mktemp("targets") / "state.json", args=args) as server:
         yield server
 
 

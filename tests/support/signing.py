@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,10 +33,13 @@ SERVER_ENV = {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_K
 SESSION_ENV = SERVER_ENV | {"AWS_SESSION_TOKEN": TOKEN}
 
 
-def iam_dev_server(state_file: Path, env: dict[str, str] = SERVER_ENV) -> DevServer:
+def iam_dev_server(
+    state_file: Path, env: dict[str, str] = SERVER_ENV, *, args: Sequence[str] = ()
+) -> DevServer:
     """A fresh dev server that checks SigV4 as API Gateway does
-    (ClientAuth AWS_IAM), against the credentials in ``env``."""
-    return DevServer("--fresh", "--parameter", "ClientAuth=AWS_IAM", state_file=state_file, env=env)
+    (ClientAuth AWS_IAM), against the credentials in ``env``; ``args``: its
+    other arguments (parameters, identities)."""
+    return DevServer("--fresh", "--parameter", "ClientAuth=AWS_IAM", *args, state_file=state_file, env=env)
 
 
 def skewed(minutes: float) -> contextlib.AbstractContextManager[object]:
