@@ -259,25 +259,6 @@ def test_an_api_key_is_made_and_printed_when_none_is_given(tmp_path):
         )
 
 
-def test_with_no_credentials_a_key_pair_is_made_and_printed(tmp_path):
-    nowhere = str(tmp_path / "none")
-    env = {"AWS_SHARED_CREDENTIALS_FILE": nowhere, "AWS_CONFIG_FILE": nowhere}
-    with iam_dev_server(tmp_path / "s.json", env) as dev:
-        (pair,) = re.findall(
-            r"export (AWS_ACCESS_KEY_ID=\S+ AWS_SECRET_ACCESS_KEY=\S+ AWS_REGION=\S+)", "".join(dev.output)
-        )
-        made = dict(item.split("=", 1) for item in pair.split())
-        url = f"{dev.url}/counters/auth-made/next"
-        reply = signed_send(
-            "POST",
-            url,
-            access_key=made["AWS_ACCESS_KEY_ID"],
-            secret_key=made["AWS_SECRET_ACCESS_KEY"],
-            region=made["AWS_REGION"],
-        )
-        assert reply.json()["id"] == 1, reply.text
-
-
 # -- off by default ---------------------------------------------------------------
 
 
@@ -565,28 +546,33 @@ def test_the_dev_servers_own_key_cannot_be_an_identitys(tmp_path):
 
 
 def test_the_key_pair_made_with_no_credentials_works_after_a_restart(tmp_path):
-    """It was made anew at every start: the pair exported from the banner
-    stopped working after a restart. It is kept beside the state (0600);
-    --fresh empties the tables and keeps it."""
+    """With no credentials a key pair is made and printed, and the exported
+    pair signs requests. It was made anew at every start: the pair stopped
+    working after a restart. It is kept beside the state (0600); --fresh
+    empties the tables and keeps it."""
     nowhere = str(tmp_path / "none")
     env = {"AWS_SHARED_CREDENTIALS_FILE": nowhere, "AWS_CONFIG_FILE": nowhere}
     state = tmp_path / "dev-state" / "s.json"
-    pairs = []
+    pairs, ids = [], []
     for args in ((), (), ("--fresh",)):
         with DevServer(*IAM, *args, state_file=state, env=env) as dev:
             (pair,) = re.findall(
-                r"export AWS_ACCESS_KEY_ID=(\S+) AWS_SECRET_ACCESS_KEY=(\S+) AWS_REGION=", "".join(dev.output)
+                r"export AWS_ACCESS_KEY_ID=(\S+) AWS_SECRET_ACCESS_KEY=(\S+) AWS_REGION=(\S+)",
+                "".join(dev.output),
             )
             pairs.append(pair)
+            access_key, secret_key, region = pairs[0]
             reply = signed_send(
                 "POST",
                 f"{dev.url}/counters/kept/next",
-                access_key=pairs[0][0],
-                secret_key=pairs[0][1],
-                region="us-east-1",
+                access_key=access_key,
+                secret_key=secret_key,
+                region=region,
             )
             assert reply.status_code == 200, reply.text
+            ids.append(reply.json()["id"])
     assert pairs[0] == pairs[1] == pairs[2]
+    assert ids == [1, 2, 1]  # the state kept, then emptied by --fresh
     kept = tmp_path / "dev-state" / "credentials"
     assert stat.S_IMODE(kept.stat().st_mode) == 0o600
     assert pairs[0][1] in kept.read_text()
