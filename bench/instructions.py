@@ -19,13 +19,12 @@ bench/results/instructions.json.
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from bench.common import machine_facts, write_results
-from bench.server import BUILD, EVENTS, FUNCTIONS, ROOT, lambda_environment, local_layer
+from bench.server import BUILD, EVENTS, FUNCTIONS, ROOT, child_run, local_layer
 
 FEW, MANY = 100, 600
 
@@ -33,15 +32,11 @@ FEW, MANY = 100, 600
 def instructions(child_args: list[str], cwd: Path) -> int:
     """What one run of bench.lambda_child executes, as callgrind counts it."""
     with tempfile.TemporaryDirectory() as scratch:
-        done = subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={scratch}/out",
-             sys.executable, "-S", "-m", "bench.lambda_child", *child_args],
-            capture_output=True, text=True, cwd=cwd,
-            env=lambda_environment(cwd) | {"PYTHONPATH": str(ROOT)},
-        )  # fmt: skip
+        valgrind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={scratch}/out"]
+        done = child_run(child_args, cwd, prefix=valgrind)
     collected = re.search(r"Collected : (\d+)", done.stderr)
-    if done.returncode != 0 or collected is None:
-        raise RuntimeError(f"the child failed under valgrind:\n{done.stderr[-3000:]}")
+    if collected is None:
+        raise RuntimeError(f"valgrind counted nothing:\n{done.stderr[-3000:]}")
     return int(collected.group(1))
 
 

@@ -58,6 +58,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Sequence
 from io import BytesIO
 from pathlib import Path
 
@@ -103,7 +104,15 @@ def run(child_args: list[str], cwd: Path, env: dict[str, str] | None = None) -> 
 
 
 def run_lines(child_args: list[str], cwd: Path, env: dict[str, str] | None = None) -> list[str]:
-    """Run bench/lambda_child.py with ``child_args`` in a fresh interpreter.
+    """The lines a run of bench/lambda_child.py with ``child_args`` printed."""
+    return child_run(child_args, cwd, env).stdout.strip().splitlines()
+
+
+def child_run(
+    child_args: list[str], cwd: Path, env: dict[str, str] | None = None, prefix: Sequence[str] = ()
+) -> subprocess.CompletedProcess[str]:
+    """Run bench/lambda_child.py with ``child_args`` in a fresh interpreter
+    (under ``prefix``, a tool that runs it: valgrind, say).
 
     -S: no site-packages, so only the standard library, the layer and this
     project's own modules (for bench.lambda_child and localrun's Lambda
@@ -112,7 +121,7 @@ def run_lines(child_args: list[str], cwd: Path, env: dict[str, str] | None = Non
     pyOpenSSL, would change what botocore loads). ``env`` is laid over the
     function's environment."""
     out = subprocess.run(
-        [sys.executable, "-S", "-m", "bench.lambda_child", *child_args],
+        [*prefix, sys.executable, "-S", "-m", "bench.lambda_child", *child_args],
         capture_output=True,
         text=True,
         env=lambda_environment(cwd) | {"PYTHONPATH": str(ROOT)} | (env or {}),
@@ -120,7 +129,7 @@ def run_lines(child_args: list[str], cwd: Path, env: dict[str, str] | None = Non
     )
     if out.returncode != 0:
         raise RuntimeError(f"benchmark child failed:\n{out.stderr[-3000:]}")
-    return out.stdout.strip().splitlines()
+    return out
 
 
 def _installed(name: str, requirements: Path, *, compiled: bool = False) -> Path:
