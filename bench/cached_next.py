@@ -35,19 +35,14 @@ from __future__ import annotations
 
 import heapq
 import random
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from bench.common import machine_facts, write_results
+from bench.common import machine_facts, use_core_layer, write_results
 
-# The service's own modules (its layer), as the functions import them.
-_LAYER = str(Path(__file__).resolve().parent.parent / "layers" / "core")
-if _LAYER not in sys.path:
-    sys.path.insert(0, _LAYER)
+use_core_layer()
 
 from idblocks_core.domain.errors import CacheBelowCount  # noqa: E402
 from idblocks_core.domain.model import Block  # noqa: E402

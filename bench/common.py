@@ -5,12 +5,21 @@ from __future__ import annotations
 import json
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
 from idblocks.sequence import gil_enabled
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def use_core_layer() -> None:
+    """Make the service's own modules (its layer) importable, as the
+    functions import them."""
+    layer = str(Path(__file__).resolve().parent.parent / "layers" / "core")
+    if layer not in sys.path:
+        sys.path.insert(0, layer)
 
 
 def machine_facts() -> dict[str, str | int]:

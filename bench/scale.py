@@ -90,7 +90,6 @@ import inspect
 import itertools
 import math
 import random
-import sys
 import time
 from array import array
 from collections import deque
@@ -99,14 +98,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bench.common import machine_facts, write_results
+from bench.common import machine_facts, use_core_layer, write_results
 from idblocks.retry import RetryPolicy
 from idblocks.sequence import MAX_RUNWAY, Sequence, prefetch_tail, smoothed_latency
 
-# The service's own modules (its layer), as the functions import them.
-_LAYER = str(Path(__file__).resolve().parent.parent / "layers" / "core")
-if _LAYER not in sys.path:
-    sys.path.insert(0, _LAYER)
+use_core_layer()
 
 from idblocks_core.dal.counter_store import (  # noqa: E402
     CONNECT_TIMEOUT_SECONDS,
