@@ -30,6 +30,7 @@ from idblocks.errors import (
     AuthError,
     ConfigurationError,
     Conflict,
+    CounterMovedBack,
     CounterNotFound,
     IdBlocksError,
     InvalidRequest,
@@ -56,7 +57,8 @@ EXIT_STATUSES = (
     (0, "done; the result is printed as JSON"),
     (
         1,
-        "the service failed (a 500 it was not safe to repeat), or answered something this client cannot read",
+        "the service failed (a 500 it was not safe to repeat; counter_moved_back: the counter moved back,"
+        " and nothing was handed out), or answered something this client cannot read",
     ),
     (
         2,
@@ -224,6 +226,18 @@ def _fail(status: int, message: str) -> NoReturn:
     raise SystemExit(status)
 
 
+def _what_to_do(error: IdBlocksError, args: argparse.Namespace) -> str:
+    """What the error's own words leave out: what the caller does next."""
+    if isinstance(error, CounterMovedBack):
+        # Every ID above where it moved back to may have been handed out before.
+        name = getattr(args, "name", "NAME")
+        return (
+            f"; move the counter above every ID it handed out before (idblocks set {name} NEXT)"
+            " before taking more from it"
+        )
+    return ""
+
+
 def run(args: argparse.Namespace) -> Any:
     if not args.endpoint:
         _fail(2, "no endpoint: pass --endpoint or set IDBLOCKS_URL")
@@ -299,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         result = run(args)
     except IdBlocksError as exc:
         status = next((code for cls, code in EXIT if isinstance(exc, cls)), 1)
-        _fail(status, str(exc))
+        _fail(status, str(exc) + _what_to_do(exc, args))
     print(json.dumps(result))
 
 

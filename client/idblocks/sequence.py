@@ -198,6 +198,8 @@ class Sequence(BlockHolder[Backend]):
     def _request_prefetch(self) -> None:
         if not self.prefetch or self._closed or self._ready or self._fetching:
             return
+        if self._untold is not None:  # told first to the next thread that needs a block
+            return
         if self._prefetcher is None:
             self._prefetcher = threading.Thread(
                 target=_prefetch_loop,
@@ -282,9 +284,10 @@ class Sequence(BlockHolder[Backend]):
         with self._lock:
             if self._closed or self._ready or self._fetching or self._resend_at() > self.clock():
                 return
-            # A failure is kept in _failure for the threads that wait.
-            with contextlib.suppress(Exception):
+            try:
                 self._fetch(1)
+            except Exception as exc:  # noqa: BLE001 - kept in _failure for the threads that wait
+                self._unheard(exc)
 
     # -- lifecycle -----------------------------------------------------------
 
