@@ -131,6 +131,7 @@ def test_an_async_sequence_refuses_the_block_and_tells_its_callers():
         return before, told, after, seq.unused_ids, backend.handed_out
 
     before, told, after, unused, given = asyncio.run(program())
+    assert told is not None, (before, after)
     # The block fetched ahead, 2..11, is refused: what was held is handed
     # out, then a caller is told, and the next block is 12..21
     assert before == list(range(1, 11))
