@@ -256,6 +256,13 @@ def _run(args: argparse.Namespace, stopper: _Stopper) -> None:
 
 
 def read_template(args: argparse.Namespace) -> Template:
+    if dict(args.parameter).get("ExistingCountersTable"):
+        # A deployed stack's table, in AWS: the functions here would name a
+        # table the dev server does not have, and fail every request.
+        fail(
+            "--parameter ExistingCountersTable names a deployed stack's counters table; the dev server "
+            f"keeps its counters in its own ({TABLE_NAMES['CountersTable']}, saved in --state-file)"
+        )
     try:
         return Template(parameter_overrides=dict(args.parameter))
     except ValueError as exc:

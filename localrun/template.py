@@ -392,8 +392,8 @@ class Template:
     def _value(self, value: Any, physical_names: dict[str, str], parameters: dict[str, str]) -> str:
         """A value the language extensions have resolved (or Globals', which
         they leave as written: a literal or a Ref) as CloudFormation gives
-        it: literals, Refs to ``parameters`` and to resources
-        (``physical_names``)."""
+        it: literals, Refs to ``parameters``, to the stack's pseudo
+        parameters (AWS::StackName) and to resources (``physical_names``)."""
         if isinstance(value, bool):
             return str(value).lower()
         if isinstance(value, str | int | float):
@@ -402,6 +402,8 @@ class Template:
             ref = value["Ref"]
             if ref in parameters:
                 return parameters[ref]
+            if ref in self.stack.values:
+                return self.stack.values[ref]
             if ref in physical_names:
                 return physical_names[ref]
         raise ValueError(f"cannot resolve {value!r} outside AWS; give it a local value")

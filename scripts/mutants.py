@@ -264,10 +264,91 @@ MUTANTS = [
         "the admin function may act on any table",
         "template.yaml",
         """                - dynamodb:Scan
-              Resource: !GetAtt CountersTable.Arn""",
+              Resource: !If
+                - CreatesCountersTable
+                - !GetAtt CountersTable.Arn
+""",
         """                - dynamodb:Scan
-              Resource: "*\"""",
+              Resource: !If
+                - CreatesCountersTable
+                - "*"
+""",
         ("tests/infra/test_template.py",),
+    ),
+    Mutant(
+        "counters-writable-by-put-item",
+        "the counters table's policy leaves PutItem out: an administrator's put-item resets a counter",
+        "template.yaml",
+        "              Action:\n                - dynamodb:PutItem\n                - dynamodb:UpdateItem\n",
+        "              Action:\n                - dynamodb:UpdateItem\n",
+        (
+            "tests/infra/test_counters_table_policy.py"
+            "::test_only_the_stacks_functions_may_write_a_counter_an_administrator_included",
+        ),
+    ),
+    Mutant(
+        "counters-writable-by-any-role",
+        "the counters table's policy lets every role of the account write, not the stack's functions' only",
+        "template.yaml",
+        'role/idblocks/${AWS::Region}/${AWS::StackName}/*"\n',
+        'role/*"\n',
+        (
+            "tests/infra/test_counters_table_policy.py"
+            "::test_only_the_stacks_functions_may_write_a_counter_an_administrator_included",
+        ),
+    ),
+    Mutant(
+        "functions-outside-the-path",
+        "the functions' roles are made outside the path the counters table's policy lets write",
+        "template.yaml",
+        '    RolePath: !Sub "/idblocks/${AWS::Region}/${AWS::StackName}/"\n',
+        "",
+        (
+            "tests/infra/test_counters_table_policy.py"
+            "::test_only_the_stacks_functions_may_write_a_counter_an_administrator_included",
+        ),
+    ),
+    Mutant(
+        "output-policy-drifts",
+        "the policy output for an existing table leaves TTL out, where the created table's denies it",
+        "template.yaml",
+        '"dynamodb:WriteDataForReplication",\n        "dynamodb:UpdateTimeToLive"]',
+        '"dynamodb:WriteDataForReplication"]',
+        (
+            "tests/infra/test_counters_table_policy.py"
+            "::test_a_stack_on_an_existing_table_outputs_the_policy_a_created_table_gets",
+        ),
+    ),
+    Mutant(
+        "existing-table-still-created",
+        "with ExistingCountersTable the stack still creates an empty counters table",
+        "template.yaml",
+        "    Condition: CreatesCountersTable\n    DeletionPolicy: Retain\n",
+        "    DeletionPolicy: Retain\n",
+        (
+            "tests/infra/test_existing_counters_table.py"
+            "::test_with_an_existing_table_the_stack_creates_none_and_everything_uses_it",
+        ),
+    ),
+    Mutant(
+        "metrics-under-one-service",
+        "every stack's functions emit under the service idblocks: two stacks add to one metric",
+        "template.yaml",
+        "        POWERTOOLS_SERVICE_NAME: !Ref AWS::StackName\n",
+        "        POWERTOOLS_SERVICE_NAME: idblocks\n",
+        ("tests/infra/test_stack_metrics.py::test_each_stacks_functions_emit_under_the_stacks_name",),
+    ),
+    Mutant(
+        "alarm-reads-one-service",
+        "the running-low alarm reads the service idblocks in every stack: another stack's counter fires it",
+        "template.yaml",
+        "                # The stack's name: the service its functions emit as (Globals).\n"
+        "                - Name: service\n                  Value: !Ref AWS::StackName\n",
+        "                - Name: service\n                  Value: idblocks\n",
+        (
+            "tests/infra/test_stack_metrics.py"
+            "::test_no_alarm_or_widget_of_one_stack_reads_a_metric_the_other_emits",
+        ),
     ),
     Mutant(
         "no-pitr",

@@ -53,6 +53,7 @@ AUTHS = ("AWS_IAM", "API_KEY", "NONE")
 CERTIFICATE = "arn:aws:acm:us-east-1:123456789012:certificate/1"
 DOMAIN = {"CustomDomainName": "ids.example.com", "CustomDomainCertificateArn": CERTIFICATE}
 API_KEYS = {"ClientAuth": "API_KEY"}
+KEPT_TABLE = "idblocks-CountersTable-1A2B3C4D5E6F"
 CHANGES: dict[str, list[tuple[dict[str, str], str, str]]] = {
     "StageName": [({}, "v1", "v2")],
     # Between any two: each value has resources of its own.
@@ -72,6 +73,9 @@ CHANGES: dict[str, list[tuple[dict[str, str], str, str]]] = {
     ],
     "CustomDomainBasePath": [(DOMAIN, "v1", "v2"), (DOMAIN, "v1", "")],
     "DisableExecuteApiEndpoint": [({}, "true", "false"), (DOMAIN, "true", "false")],
+    # Onto the table a deleted stack of the same name left, and back.
+    "ExistingCountersTable": [({}, "", KEPT_TABLE), ({}, KEPT_TABLE, "")],
+    "CounterRepairRoleArn": [({}, "", "arn:aws:iam::123456789012:role/id-repair")],
 }
 
 # Held resources a change replaces or deletes on purpose: (parameter, the
@@ -90,6 +94,11 @@ ON_PURPOSE = {
     ),
     ("ClientAuth", "AWS::ApiGateway::UsagePlan"): (
         "callers no longer send API keys: the usage plan and its keys' association with the API go"
+    ),
+    ("ExistingCountersTable", "AWS::DynamoDB::Table"): (
+        "the stack stops creating its counters table and uses the one the parameter names; the table "
+        "leaves the stack but is not deleted (DeletionPolicy Retain), counters and resource policy "
+        "included: name it (the CountersTableName output) to go on with its counters"
     ),
 }
 
@@ -110,6 +119,9 @@ class Change:
     deleted: tuple[str, ...]
     # what each of those resources is: logical id -> resource type
     types: tuple[tuple[str, str], ...]
+    # those of ``deleted`` whose DeletionPolicy keeps them: they leave the
+    # stack, not the account
+    retained: tuple[str, ...] = ()
 
     def held(self, ids: tuple[str, ...]) -> tuple[str, ...]:
         types = dict(self.types)
@@ -193,6 +205,7 @@ def change(parameter: str, before: str, after: str, settings: dict[str, str] | N
             renamed[logical_id] = gone.pop(_identity(logical_id, resource, values))
     created = {k for k in new if k not in old and k not in renamed}
     deleted = set(gone.values())
+    retained = {k for k in deleted if old[k].get("DeletionPolicy") in ("Retain", "RetainExceptOnCreate")}
     replaced = {old_id for old_id in renamed.values()}
     updated = set()
     for logical_id in set(new) & set(old):
@@ -241,6 +254,7 @@ def change(parameter: str, before: str, after: str, settings: dict[str, str] | N
         created=tuple(sorted({shown(k) for k in created})),
         deleted=tuple(sorted({shown(k) for k in deleted})),
         types=tuple(sorted(types.items())),
+        retained=tuple(sorted({shown(k) for k in retained})),
     )
 
 
@@ -297,9 +311,9 @@ def on_purpose(each: Change) -> dict[str, str]:
 _FOLLOWS_FUNCTION = re.compile(r"^(\w+Function)(Version|Aliaslive)$")
 
 
-def _ids(ids: tuple[str, ...], functions: set[str]) -> str:
+def _ids(ids: tuple[str, ...], functions: set[str], retained: tuple[str, ...] = ()) -> str:
     shown = [i for i in ids if not ((found := _FOLLOWS_FUNCTION.match(i)) and found[1] in functions)]
-    return ", ".join(f"`{i}`" for i in shown)
+    return ", ".join(f"`{i}` (kept: Retain)" if i in retained else f"`{i}`" for i in shown)
 
 
 def _value(value: str) -> str:
@@ -325,9 +339,18 @@ def table() -> str:
     for each in all_changes():
         for logical_id, why in on_purpose(each).items():
             reasons[each.parameter, logical_id] = why
-        effect = (each.updated, each.replaced, each.created, each.deleted)
+        effect = (each.updated, each.replaced, each.created, each.deleted, each.retained)
         grouped.setdefault((each.parameter, each.before, each.settings, *effect), []).append(each)
-    for (parameter, before, settings, updated, replaced, created, deleted), group in grouped.items():
+    for (
+        parameter,
+        before,
+        settings,
+        updated,
+        replaced,
+        created,
+        deleted,
+        retained,
+    ), group in grouped.items():
         functions = {i for i in updated if i.endswith("Function")}
         after = ", ".join(_value(each.after) for each in group)
         if after == _value(before):
@@ -335,7 +358,9 @@ def table() -> str:
         change_text = f"{_value(before)} → {after}"
         if settings:
             change_text += " (with " + ", ".join(_setting(name, value) for name, value in settings) + ")"
-        cells = [_ids(ids, functions) for ids in (updated, replaced, created, deleted)]
+        cells = [_ids(ids, functions) for ids in (updated, replaced, created)] + [
+            _ids(deleted, functions, retained)
+        ]
         rows.append(f"| `{parameter}` | {change_text} | {' | '.join(cells)} |")
     lines = [*rows, ""]
     if reasons:
