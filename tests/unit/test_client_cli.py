@@ -195,6 +195,21 @@ def test_exit_status_follows_the_answer(capsys, reply, expected):
     assert len(stub.requests) == 1
 
 
+def test_a_missing_counter_is_told_with_the_command_that_creates_it(capsys, api, lambda_env):
+    """The first error a new deployment meets (AutoCreateCounters is false
+    by default): the service's 404, as its handler answers it, said by the
+    command line in one line, naming the command that creates the counter."""
+    lambda_env(AUTO_CREATE_COUNTERS="false")
+    reply = api.call("next-post", name="orders")
+    capsys.readouterr()  # the handler's own metrics line
+    with StubServer([(reply.status, {}, reply.body)]) as stub:
+        status, out, err = run(capsys, "--endpoint", stub.url, "next", "orders")
+    assert (status, out) == (3, "")
+    assert_one_line(err)
+    assert "create it with `idblocks create orders`" in err, err
+    assert "AutoCreateCounters is false" in err, err
+
+
 @pytest.mark.parametrize("name", [".", "..", "a b", "x" * 129])
 def test_a_name_the_service_would_refuse_is_refused_before_sending(capsys, name):
     with StubServer([ONE_ID]) as stub:
