@@ -33,9 +33,14 @@ READMES = [ROOT / "README.md", ROOT / "client" / "README.md", *sorted((ROOT / "d
 MAKEFILE = ROOT / "Makefile"
 SHELL_BLOCK = re.compile(r"^```(?:sh|bash|shell|console)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 SEPARATORS = {";", "&&", "||", "|", "&"}
+# A redirection takes the word after it (and the file descriptor before it): no argument.
+REDIRECTIONS = {">", ">>", "<", ">&", "&>", "<&"}
 # Tools the READMEs use that this project does not install (the reader brings
 # them) and shell builtins.
-EXTERNAL_TOOLS = {"curl", "docker", "aws", "pyenv", "git", "npx", "export", "unset", "echo", "cd"}
+EXTERNAL_TOOLS = {
+    *("curl", "docker", "aws", "pyenv", "git", "npx"),
+    *("export", "unset", "echo", "cd", "kill", "wait", "true"),
+}
 ACTIVATE = "source .venv/bin/activate"
 VENV_BIN = Path(sys.executable).parent
 
@@ -51,11 +56,18 @@ def readme_commands() -> list[tuple[str, list[str]]]:
                 lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
                 lexer.whitespace_split = True
                 command: list[str] = []
+                redirected = False
                 for token in [*lexer, ";"]:
                     if token in SEPARATORS:
                         if command:
                             found.append((readme.relative_to(ROOT).as_posix(), command))
                         command = []
+                    elif token in REDIRECTIONS:
+                        if command and command[-1].isdigit():
+                            command.pop()  # 2>&1's 2
+                        redirected = True
+                    elif redirected:
+                        redirected = False  # the file (or descriptor) redirected to
                     else:
                         command.append(token)
     return found
