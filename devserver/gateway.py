@@ -259,7 +259,6 @@ class Gateway:
         reason = refused.reason.rstrip(".")
         admin = "; so does every admin route" if route.split()[1].startswith("/admin") else ""
         why = f"{route} takes SigV4 for {SERVICE} in {self.region} (ClientAuth {self.client_auth}{admin})"
-        key = self.credentials.key if self.credentials else None
         if refused.error_type == "MissingAuthenticationTokenException":
             return (
                 f"{reason}: {why}. Sign it with the credentials its banner names: "
@@ -271,16 +270,32 @@ class Gateway:
                 "(AWS4-HMAC-SHA256 Credential=..., SignedHeaders=..., Signature=...)"
             )
         if refused.kind == "ACCESS_DENIED":
-            known = [] if key is None else [key.access_key + (" with its session token" if key.token else "")]
-            known += [f"{access_key} ({who.name})" for access_key, who in self.identities.items()]
-            keys = ", ".join(known) or "none"
-            return f"{reason}. The dev server knows the access keys {keys}: sign with one. {why}"
+            return f"{reason}. The dev server knows the access keys {self._known()}: sign with one. {why}"
         if refused.kind == "EXPIRED_TOKEN":
             return f"{reason}: refresh the credentials, and start the dev server with the new ones"
         return (
-            f"{reason}. {why}: sign with the secret key of {key.access_key if key else 'its access key'}, "
+            f"{reason}. {why}: sign with the secret key of {self._whose(refused.access_key)}, "
             f"for {self.region}, with the clock right"
         )
+
+    def _whose(self, access_key: str | None) -> str:
+        """The access key a request was signed with, and whose it is here:
+        the secret to sign with is that key's, whoever else the dev server knows."""
+        own = self.credentials.key.access_key if self.credentials else None
+        if access_key is None:
+            return "its access key"
+        if access_key == own:
+            return f"access key {access_key} (the dev server's own)"
+        if access_key in self.identities:
+            return f"access key {access_key} (identity {self.identities[access_key].name})"
+        return f"access key {access_key}, which the dev server does not know (it knows {self._known()})"
+
+    def _known(self) -> str:
+        """The access keys the dev server takes, its own first (never a secret)."""
+        key = self.credentials.key if self.credentials else None
+        known = [] if key is None else [key.access_key + (" with its session token" if key.token else "")]
+        known += [f"{access_key} ({who.name})" for access_key, who in self.identities.items()]
+        return ", ".join(known) or "none"
 
     def curl_auth(self, method: str, resource: str) -> str:
         """What curl needs to be let through to ``resource`` (curl signs SigV4 itself)."""

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from devserver.policy import INVOKE, Policy, PolicyError, invoke_statements, parse, read
 from devserver.sigv4 import Key
+from localrun.names import did_you_mean
 from localrun.template import Stack, Template, resolve
 
 # The stack's policy each role stands for.
@@ -118,9 +119,23 @@ def identities_of(specs: list[IdentitySpec], template: Template, arn: ApiArn) ->
         if spec.role in STACK_POLICIES:
             policy = stack_policy(template, STACK_POLICIES[spec.role], arn)
         else:
-            policy = read(Path(spec.role))
+            policy = policy_file(spec.role)
         found[spec.access_key] = Identity(spec.role, Key(spec.access_key, spec.secret_key), policy)
     return found
+
+
+def policy_file(role: str) -> Policy:
+    """The policy document at the path ``role`` names. A role that is no
+    file and looks like one of the stack's (clinet) is named with it,
+    rather than as a file that cannot be read."""
+    path = Path(role)
+    meant = "" if path.exists() else did_you_mean(role, STACK_POLICIES)
+    if meant:
+        raise PolicyError(
+            f"--identity {role}=...: {role} is neither a role ({', '.join(STACK_POLICIES)}) "
+            f"nor a policy file{meant}"
+        )
+    return read(path)
 
 
 # -- the stack's policies, from template.yaml ----------------------------------

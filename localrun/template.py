@@ -43,6 +43,8 @@ from samcli.lib.cfn_language_extensions.resolvers.fn_sub import PLACEHOLDER_PATT
 from samcli.lib.cfn_language_extensions.utils import derive_partition, derive_url_suffix
 from samcli.yamlhelper import yaml_parse
 
+from localrun.names import did_you_mean
+
 ROOT = Path(__file__).resolve().parent.parent
 # What leaves a property (or a list's entry) out where a condition says so.
 NO_VALUE = {"Ref": "AWS::NoValue"}
@@ -259,7 +261,8 @@ class Template:
         }
         unknown = set(parameter_overrides or {}) - set(self.parameters)
         if unknown:
-            raise ValueError(f"template.yaml has no parameter(s) {sorted(unknown)}")
+            said = ", ".join(f"{name}{did_you_mean(name, self.parameters)}" for name in sorted(unknown))
+            raise ValueError(f"template.yaml has no parameter {said}")
         for name, value in (parameter_overrides or {}).items():
             allowed = [str(choice) for choice in self.raw["Parameters"][name].get("AllowedValues", [value])]
             if value not in allowed:

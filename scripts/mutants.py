@@ -543,6 +543,62 @@ MUTANTS = [
             ("admin", "      CodeUri: functions/admin/\n      Handler: app.lambda_handler\n" + AS_NEXT),
         ]
     ),
+    Mutant(
+        "plain-http-retried",
+        "https:// to a server speaking plain HTTP is retried as a network error, for seconds, with no hint",
+        "client/idblocks/exchange.py",
+        "            if answered_in_plain_http(outcome.error):\n",
+        "            if False:\n",
+        (
+            "tests/unit/test_client_cannot_connect.py"
+            "::test_given_https_to_a_plain_http_server_when_a_sequence_asks_then_it_is_told_at_once_to_use_http",
+        ),
+    ),
+    Mutant(
+        "signature-advice-names-the-servers-key",
+        "a signature that does not match is told to sign with the dev server's own key, whoever signed it",
+        "devserver/gateway.py",
+        "sign with the secret key of {self._whose(refused.access_key)}",
+        "sign with the secret key of {self._whose(self.credentials and self.credentials.key.access_key)}",
+        (
+            "tests/unit/test_devserver_sigv4.py"
+            "::test_a_wrong_secret_is_told_to_sign_with_the_secret_of_the_key_it_used_and_no_secret_is_shown",
+        ),
+    ),
+    Mutant(
+        "a-secret-in-the-advice",
+        "the keys the dev server names in a refusal carry their secrets",
+        "devserver/gateway.py",
+        """        known += [f"{access_key} ({who.name})" for access_key, who in self.identities.items()]""",
+        """        known += [f"{access_key}:{who.key.secret_key} ({who.name})" """
+        """for access_key, who in self.identities.items()]""",
+        (
+            "tests/unit/test_devserver_sigv4.py"
+            "::test_a_wrong_secret_is_told_to_sign_with_the_secret_of_the_key_it_used_and_no_secret_is_shown",
+        ),
+    ),
+    Mutant(
+        "sigterm-not-handled",
+        "the dev server takes SIGTERM's default: `kill` of make dev & ends it where it stands, not cleanly",
+        "devserver/__main__.py",
+        "    signal.signal(signal.SIGTERM, stopper.request)\n",
+        "",
+        (
+            "tests/integration/test_devserver.py"
+            "::test_make_dev_started_in_a_scripts_background_stops_as_the_development_page_says",
+        ),
+    ),
+    Mutant(
+        "not-found-without-auto-create-said",
+        "next on a missing counter where AutoCreateCounters is false does not say why it was not created",
+        "layers/core/idblocks_core/logic/allocation.py",
+        "                    raise CounterNotFound(name, NOT_CREATED_ON_USE) from missing\n",
+        "                    raise\n",
+        (
+            "tests/unit/test_allocation_routes.py"
+            "::test_a_missing_counter_is_told_with_the_command_that_creates_it_and_the_parameter_that_would",
+        ),
+    ),
 ]
 # Mutants that only make sense together.
 TOGETHER = {

@@ -17,6 +17,7 @@ Every failure is one line on stderr, with an exit status of EXIT_STATUSES.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import shlex
@@ -284,9 +285,36 @@ def _options_first(argv: list[str], command: str) -> list[str] | None:
     return [*argv[:at], *moved, command, *kept] if moved else None
 
 
+def _unknown_option(p: argparse.ArgumentParser, argv: list[str]) -> str | None:
+    """What to say of the first option before the command that idblocks
+    does not have (None: there is none). argparse sets such an option aside
+    and reads the word after it as the command: `--endpont URL next` was
+    "invalid choice: 'URL'", which named neither the option nor the typo."""
+    # argparse lists a parser's options nowhere public; _actions it has always had.
+    takes_value = {option: action.nargs != 0 for action in p._actions for option in action.option_strings}
+    words = iter(argv)
+    for word in words:
+        if word == "--" or not word.startswith("-"):
+            return None  # the command: what follows is the command's
+        name = word.split("=", 1)[0]
+        # argparse takes an option's unambiguous prefix too (--end for --endpoint).
+        matches = [name] if name in takes_value else [o for o in takes_value if o.startswith(name)]
+        if not matches:
+            close = difflib.get_close_matches(name, list(takes_value), n=1)
+            return f"unknown option {name}" + (f": did you mean {close[0]}?" if close else "")
+        if len(matches) > 1:
+            return None  # ambiguous: argparse says so, naming each
+        if "=" not in word and takes_value[matches[0]]:
+            next(words, None)  # its value
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     p = parser()
     given = list(sys.argv[1:] if argv is None else argv)
+    unknown_option = _unknown_option(p, given)
+    if unknown_option:
+        p.error(unknown_option)
     args, unknown = p.parse_known_args(given)
     if unknown:
         fixed = _options_first(given, args.command)

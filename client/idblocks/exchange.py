@@ -17,7 +17,10 @@ or a host name that does not resolve is a wrong address or a server not
 started: waiting cures neither, so the request is tried only
 RetryPolicy.first_contact_attempts times (once, by default) and the caller
 hears where the connection failed at once. Once the endpoint has answered,
-the same failures are an outage, retried as any network error."""
+the same failures are an outage, retried as any network error. An https://
+endpoint whose server answers in plain HTTP (the dev server) is a wrong
+scheme, never an outage: a ConfigurationError at the first attempt, saying
+the http:// URL to use."""
 
 from __future__ import annotations
 
@@ -25,15 +28,16 @@ import errno
 import ipaddress
 import json
 import socket
+import ssl
 import uuid
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlsplit
 
 from idblocks import snapstart
 from idblocks.answers import error_of, json_of
-from idblocks.errors import ServiceUnavailable, error_for
+from idblocks.errors import ConfigurationError, ServiceUnavailable, error_for
 from idblocks.retry import RETRY_STATUSES, SERVER_ERROR, RetryPolicy, parse_retry_after
 
 # The package's version (client/pyproject.toml), written out rather than read
@@ -129,6 +133,8 @@ def exchange(endpoint: str, policy: RetryPolicy, call: Call[T], contact: Contact
         retry_after = None
         outcome = yield Attempt(method, endpoint + path, data, headers)
         if isinstance(outcome, NoReply):
+            if answered_in_plain_http(outcome.error):
+                raise ConfigurationError(f"{method} {path}: {plain_http(endpoint)}") from outcome.error
             failure = outcome.message  # never sent: always safe to retry
             if outcome.sent and not call.retry_unknown_outcome:
                 raise ServiceUnavailable(
@@ -214,20 +220,45 @@ _NO_SUCH_HOST = frozenset(
 )
 
 
-def nothing_there(error: BaseException) -> bool:
-    """Whether a connection failed because nothing is there: refused, or a
-    host name that does not resolve (what urllib3 and httpx raise wraps the
-    socket's error, as its cause)."""
+def _causes(error: BaseException) -> Iterator[BaseException]:
+    """``error`` and what it wraps (what urllib3 and httpx raise wraps the
+    socket's or the TLS layer's error, as its cause)."""
     seen: BaseException | None = error
     for _ in range(8):  # a chain of causes, never a cycle
         if seen is None:
             break
+        yield seen
+        seen = seen.__cause__ or seen.__context__
+
+
+def nothing_there(error: BaseException) -> bool:
+    """Whether a connection failed because nothing is there: refused, or a
+    host name that does not resolve."""
+    for seen in _causes(error):
         if isinstance(seen, socket.gaierror):
             return seen.errno in _NO_SUCH_HOST
         if isinstance(seen, ConnectionRefusedError) or getattr(seen, "errno", None) == errno.ECONNREFUSED:
             return True
-        seen = seen.__cause__ or seen.__context__
     return False
+
+
+def answered_in_plain_http(error: BaseException) -> bool:
+    """Whether a TLS handshake failed because the server answered in plain
+    HTTP: OpenSSL reads the answer's first bytes ("HTTP/1.x ...") as a
+    record of no TLS version, WRONG_VERSION_NUMBER."""
+    return any(
+        isinstance(seen, ssl.SSLError) and seen.reason == "WRONG_VERSION_NUMBER" for seen in _causes(error)
+    )
+
+
+def plain_http(endpoint: str) -> str:
+    """What to tell the caller of an https:// ``endpoint`` whose server
+    speaks plain HTTP: the http:// URL of the same port (443 when the
+    endpoint names none, where the server answered)."""
+    url = urlsplit(endpoint)
+    netloc = url.netloc if url.port is not None else f"{url.netloc}:443"
+    instead = url._replace(scheme="http", netloc=netloc).geturl()
+    return f"the server at {endpoint} answered in plain HTTP, not TLS: use {instead}"
 
 
 def _is_loopback(host: str) -> bool:

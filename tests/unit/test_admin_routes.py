@@ -341,3 +341,14 @@ def test_exhausted_is_shown_whenever_no_id_is_left(api):
     assert (created["next"], created["exhausted"]) == (1, False)
     moved = api.call("admin-set", name="small", body={"next": 101}).body
     assert (moved["next"], moved["exhausted"], moved["max"]) == (None, True, 100)
+
+
+def test_reading_a_counter_that_does_not_exist_says_how_to_create_it(api):
+    """A name beginning with "-" is given after "--", where the command
+    line reads it as a name, not an option."""
+    for name, command in (("members", "idblocks create members"), ("-x", "idblocks create -- -x")):
+        reply = api.call("admin-get", name=name)
+        assert (reply.status, reply.error_code) == (404, "counter_not_found")
+        assert reply.body["error"]["message"] == (
+            f"counter '{name}' does not exist: create it with `{command}` (POST /admin/counters)"
+        )

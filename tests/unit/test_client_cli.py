@@ -103,6 +103,33 @@ def test_an_unknown_argument_is_still_named(capsys):
     assert "go before" not in err
 
 
+@pytest.mark.parametrize(
+    ("argv", "misspelt", "meant"),
+    [
+        (["--endpont", "{url}", "next", "orders"], "--endpont", "--endpoint"),
+        (["--endpont={url}", "next", "orders"], "--endpont", "--endpoint"),
+        (["--endpoint", "{url}", "--timeot", "3", "next", "orders"], "--timeot", "--timeout"),
+        (["--auht", "none", "--endpoint", "{url}", "next", "orders"], "--auht", "--auth"),
+    ],
+)
+def test_a_misspelt_option_is_named_with_the_one_meant_and_nothing_is_sent(capsys, argv, misspelt, meant):
+    """`idblocks --endpont http://...` said "invalid choice: 'http://...'":
+    argparse set the unknown option aside and read its value as the command."""
+    with StubServer([ONE_ID]) as stub:
+        status, out, err = run(capsys, *(arg.format(url=stub.url) for arg in argv))
+    assert (status, out) == (2, "")
+    assert f"error: unknown option {misspelt}: did you mean {meant}?" in err, err
+    assert "invalid choice" not in err
+    assert stub.requests == []
+
+
+def test_an_unambiguous_prefix_of_an_option_is_still_taken(capsys):
+    """argparse takes a prefix of a long option: that is no misspelling."""
+    with StubServer([ONE_ID]) as stub:
+        status, out, _ = run(capsys, "--end", stub.url, "next", "orders")
+    assert (status, json.loads(out)["id"]) == (0, 7)
+
+
 def test_the_auth_in_the_environment_is_used(capsys, monkeypatch):
     monkeypatch.setenv("IDBLOCKS_AUTH", "api-key")
     monkeypatch.setenv("IDBLOCKS_API_KEY", "k-123")
@@ -166,6 +193,21 @@ def test_exit_status_follows_the_answer(capsys, reply, expected):
     assert (status, out) == (expected, "")
     assert_one_line(err)
     assert len(stub.requests) == 1
+
+
+def test_a_missing_counter_is_told_with_the_command_that_creates_it(capsys, api, lambda_env):
+    """The first error a new deployment meets (AutoCreateCounters is false
+    by default): the service's 404, as its handler answers it, said by the
+    command line in one line, naming the command that creates the counter."""
+    lambda_env(AUTO_CREATE_COUNTERS="false")
+    reply = api.call("next-post", name="orders")
+    capsys.readouterr()  # the handler's own metrics line
+    with StubServer([(reply.status, {}, reply.body)]) as stub:
+        status, out, err = run(capsys, "--endpoint", stub.url, "next", "orders")
+    assert (status, out) == (3, "")
+    assert_one_line(err)
+    assert "create it with `idblocks create orders`" in err, err
+    assert "AutoCreateCounters is false" in err, err
 
 
 @pytest.mark.parametrize("name", [".", "..", "a b", "x" * 129])

@@ -150,7 +150,8 @@ _CATALOGUE = (
         "No such counter, or it was deleted: next/batch create a counter that never existed only with "
         "AutoCreateCounters=true, and never bring a deleted one back (only an admin's create does).",
         "no",
-        "Create the counter (POST /admin/counters), or check the name.",
+        "Create the counter: `idblocks create NAME` (POST /admin/counters), as the message says; "
+        "or check the name.",
     ),
     ErrorCode(
         "counter_exists",
@@ -319,10 +320,19 @@ class InvalidInput(IdBlocksError):
 
 
 class CounterNotFound(IdBlocksError):
+    """No such counter (``why``: what else the caller should know, in
+    brackets). The message says how one is created: it is the first answer
+    a new deployment gives, before anyone has created its counters."""
+
     code = "counter_not_found"
 
-    def __init__(self, name: str) -> None:
-        super().__init__(f"counter '{name}' does not exist")
+    def __init__(self, name: str, why: str = "") -> None:
+        # A name may begin with "-", which the command line would read as an option.
+        command = f"idblocks create {'-- ' if name.startswith('-') else ''}{name}"
+        bracket = f" ({why})" if why else ""
+        super().__init__(
+            f"counter '{name}' does not exist{bracket}: create it with `{command}` (POST /admin/counters)"
+        )
         self.name = name
 
 
