@@ -34,13 +34,21 @@ export async function getCounter(request: Requester, name: string): Promise<Json
   return object(await request("GET", `/admin/counters/${pathName(name)}`), "get");
 }
 
+export interface ListOptions {
+  limit?: number;
+  cursor?: string;
+  /** Deleted counters too, each with `deleted: true` and the mark it keeps. */
+  deleted?: boolean;
+}
+
 export async function listCounters(
   request: Requester,
-  options: { limit?: number; cursor?: string } = {},
+  options: ListOptions = {},
 ): Promise<JsonObject> {
   const query = new URLSearchParams();
   if (options.limit !== undefined) query.set("limit", String(options.limit));
   if (options.cursor !== undefined) query.set("cursor", options.cursor);
+  if (options.deleted === true) query.set("deleted", "true");
   const path = "/admin/counters" + (query.size ? `?${query.toString()}` : "");
   const page = object(await request("GET", path), "list");
   const cursor = page["cursor"];

@@ -19,6 +19,7 @@
 
 import {
   type CreateOptions,
+  type ListOptions,
   type RequestOptions,
   createCounter,
   deleteCounter,
@@ -90,7 +91,8 @@ export class HttpBackend implements Backend {
     return getCounter(this.#requester, name);
   }
 
-  list(options: { limit?: number; cursor?: string } = {}): Promise<JsonObject> {
+  /** A page of counters; `deleted: true` lists deleted ones too, with the marks they keep. */
+  list(options: ListOptions = {}): Promise<JsonObject> {
     return listCounters(this.#requester, options);
   }
 

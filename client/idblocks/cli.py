@@ -6,7 +6,7 @@
     batch NAME COUNT          a block of COUNT IDs
     create NAME [--start N] [--max N] [--cache N]
     get NAME
-    list [--limit N] [--cursor C] [--all]
+    list [--limit N] [--cursor C] [--all] [--deleted]
     set NAME NEXT             move a counter forward
     update NAME [--next N] [--cache N]
     delete NAME
@@ -192,7 +192,12 @@ def parser() -> argparse.ArgumentParser:
         help="where to go on, from the previous page's cursor (default: the start)",
     )
     c.add_argument("--all", action="store_true", help="follow cursors to the end (default: one page)")
-    c = commands.add_parser("set", help="move a counter forward")
+    c.add_argument(
+        "--deleted",
+        action="store_true",
+        help="deleted counters too, each with the high-water mark it keeps (default: live counters only)",
+    )
+    c = commands.add_parser("set", help="move a counter forward (a deleted one: the mark it keeps)")
     c.add_argument("name", help="counter name")
     c.add_argument("next", type=_positive, help="the next ID to hand out; never below the current one")
     c = commands.add_parser("update", help="move a counter forward and/or change its cache setting")
@@ -247,14 +252,14 @@ def run(args: argparse.Namespace) -> Any:
     if args.command == "get":
         return backend.get(args.name)
     if args.command == "list":
-        page = backend.list(limit=args.limit, cursor=args.cursor)
+        page = backend.list(limit=args.limit, cursor=args.cursor, deleted=args.deleted)
         if not args.all:
             return page
         counters = list(page["counters"])
         while page["cursor"]:
-            page = backend.list(limit=args.limit, cursor=page["cursor"])
+            page = backend.list(limit=args.limit, cursor=page["cursor"], deleted=args.deleted)
             counters += page["counters"]
-        return {"counters": counters, "cursor": None}
+        return {"counters": counters, "cursor": None} | ({"deleted": True} if page.get("deleted") else {})
     if args.command == "set":
         return backend.set_next(args.name, args.next)
     if args.command == "update":

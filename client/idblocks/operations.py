@@ -117,9 +117,12 @@ class Operations(ABC, Generic[BlockAnswer, IdAnswer, ObjectAnswer, NoAnswer]):
         """GET /admin/counters/{name}: the counter's state."""
         return self._object(Call("GET", admin_path(name), object_of("get"), retry_unknown_outcome=True))
 
-    def list(self, *, limit: int | None = None, cursor: str | None = None) -> ObjectAnswer:
-        """GET /admin/counters: a page of counters, and the next page's cursor (None at the end)."""
-        path = admin_path(limit=limit, cursor=cursor)
+    def list(
+        self, *, limit: int | None = None, cursor: str | None = None, deleted: bool = False
+    ) -> ObjectAnswer:
+        """GET /admin/counters: a page of counters, and the next page's cursor (None at the end).
+        ``deleted``: deleted counters too, each with ``"deleted": true`` and the mark it keeps."""
+        path = admin_path(limit=limit, cursor=cursor, deleted="true" if deleted else None)
         return self._object(Call("GET", path, page_of, retry_unknown_outcome=True))
 
     def set_next(self, name: str, next_id: int) -> ObjectAnswer:

@@ -4,7 +4,7 @@ Always behind AWS_IAM (see template.yaml)."""
 from typing import Any
 
 from idblocks_core.api import gateway as http
-from idblocks_core.api.fields import CACHE, CURSOR, LIMIT, MAX, NAME, NEW_NAME, NEXT, START
+from idblocks_core.api.fields import CACHE, CURSOR, DELETED, LIMIT, MAX, NAME, NEW_NAME, NEXT, START
 from idblocks_core.core import core, invocation_deadline
 from idblocks_core.observability import lambda_entry
 
@@ -31,14 +31,19 @@ def create_counter(request: http.Request) -> dict[str, Any]:
 @routes.route(
     "GET",
     "/admin/counters",
-    summary="List counters, a page at a time",
-    fields=(LIMIT, CURSOR),
+    summary="List counters, a page at a time (deleted ones too, with deleted=true)",
+    fields=(LIMIT, CURSOR, DELETED),
     answers=(200, "CounterPage"),
     **ADMIN,
 )
 def list_counters(request: http.Request) -> dict[str, Any]:
-    counters, next_cursor = core().admin.list(request["limit"], request["cursor"])
-    return http.json_response(200, {"counters": [c.as_dict() for c in counters], "cursor": next_cursor})
+    counters, next_cursor = core().admin.list(request["limit"], request["cursor"], request["deleted"])
+    page: dict[str, Any] = {"counters": [c.as_dict() for c in counters], "cursor": next_cursor}
+    if request["deleted"] in (True, "true"):  # as admin.list read it
+        # So that a client can tell this page from one of a service that
+        # ignores the parameter and lists live counters alone.
+        page["deleted"] = True
+    return http.json_response(200, page)
 
 
 @routes.route(
@@ -56,7 +61,8 @@ def get_counter(request: http.Request) -> dict[str, Any]:
 @routes.route(
     "PUT",
     BY_NAME,
-    summary="Move a counter forward (never back), change its cache setting, or both",
+    summary="Move a counter forward (never back), change its cache setting, or both; "
+    "next alone raises a deleted counter's kept mark",
     fields=(NAME, NEXT, CACHE),
     body="UpdateCounterRequest",
     one_of=("next", "cache"),

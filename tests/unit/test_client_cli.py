@@ -283,6 +283,23 @@ def test_update_puts_next_cache_or_both(capsys, options, body):
     assert json.loads(stub.requests[0]["body"]) == body
 
 
+def test_list_deleted_asks_for_deleted_counters_on_every_page(capsys):
+    first = (200, {}, {"counters": [{"name": "a"}], "cursor": "c1", "deleted": True})
+    last = (200, {}, {"counters": [{"name": "b", "deleted": True}], "cursor": None, "deleted": True})
+    with StubServer([first, last]) as stub:
+        status, out, _ = run(capsys, "--endpoint", stub.url, "list", "--all", "--deleted")
+    assert status == 0
+    assert [r["path"] for r in stub.requests] == [
+        "/admin/counters?deleted=true",
+        "/admin/counters?cursor=c1&deleted=true",
+    ]
+    assert json.loads(out) == {
+        "counters": [{"name": "a"}, {"name": "b", "deleted": True}],
+        "cursor": None,
+        "deleted": True,
+    }
+
+
 def test_update_without_a_change_is_bad_usage_and_sends_nothing(capsys):
     with StubServer([STATE]) as stub:
         status, _, err = run(capsys, "--endpoint", stub.url, "update", "orders")

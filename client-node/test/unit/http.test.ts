@@ -145,6 +145,18 @@ test("a create whose answer is unknown is not repeated", async () => {
   assert.equal(stub.received.length, 1);
 });
 
+test("list asks for deleted counters only when told to, as the Python client does", async () => {
+  const page = { status: 200, body: '{"counters":[],"cursor":null}' };
+  stub.script(page, page, page);
+  await backend().list({ limit: 5, deleted: true });
+  await backend().list({ deleted: false });
+  await backend().list();
+  assert.deepEqual(
+    stub.received.map((r) => r.url),
+    ["/admin/counters?limit=5&deleted=true", "/admin/counters", "/admin/counters"],
+  );
+});
+
 test("IDs beyond 2^53 - 1 are read exactly, as bigints", async () => {
   stub.script({ status: 200, body: block("9007199254740993", "9007199254741002") });
   const got = await backend().allocate("orders", 10, { idempotencyKey: "k" });

@@ -27,6 +27,14 @@ IDEMPOTENCY_KEY = Field(
 )
 LIMIT = Field("limit", "query", _integer(1, rules.LIST_LIMIT_MAX), "Page size.", default=100)
 CURSOR = Field("cursor", "query", {"type": "string", "maxLength": 512}, "From the previous page.")
+DELETED = Field(
+    "deleted",
+    "query",
+    {"type": "boolean"},
+    "true: list deleted counters too, each with deleted: true and, as next, one past the high-water mark "
+    "it keeps (a re-creation continues there or above); the page then says deleted: true. Default false.",
+    default=False,
+)
 
 COUNT = Field(
     "count",

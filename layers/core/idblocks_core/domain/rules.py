@@ -101,6 +101,16 @@ def check_idempotency_key(key: object) -> str:
     return key
 
 
+def check_deleted(deleted: object) -> bool:
+    """The list's ``deleted`` flag: true or false, as a query string spells
+    it (or as a bool, its default)."""
+    if isinstance(deleted, bool):
+        return deleted
+    if deleted in ("true", "false"):
+        return deleted == "true"
+    raise InvalidInput("invalid_deleted", "deleted must be true or false")
+
+
 def check_limit(limit: object, largest: int) -> int:
     if not _is_int(limit) or not 1 <= limit <= largest:
         raise InvalidInput("invalid_limit", f"limit must be an integer from 1 to {largest}")
