@@ -10,6 +10,7 @@
     set NAME NEXT             move a counter forward
     update NAME [--next N] [--cache N]
     delete NAME
+    recover [--from-table TABLE] [--from-records FILE ...] [--dry-run]
 
 Every failure is one line on stderr, with an exit status of EXIT_STATUSES.
 """
@@ -25,7 +26,9 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from idblocks import recovery
 from idblocks.backend import ApiKeyAuth, Auth, HttpBackend, IamAuth, NoAuth
+from idblocks.counters_table import TableError
 from idblocks.errors import (
     AuthError,
     ConfigurationError,
@@ -35,6 +38,7 @@ from idblocks.errors import (
     InvalidRequest,
     ServiceUnavailable,
 )
+from idblocks.records import RECORDS_FILE_LIMIT, RecordsError
 
 AUTH_CHOICES = ("iam", "api-key", "none")
 
@@ -48,6 +52,10 @@ EXIT = (
     (InvalidRequest, 2),
     (AuthError, 2),
     (ConfigurationError, 2),
+    (RecordsError, 2),
+    (TableError, 2),
+    (recovery.OlderStack, 2),
+    (recovery.PlanError, 2),
 )
 
 # What each exit status means, for --help and the documentation's table. A
@@ -61,7 +69,8 @@ EXIT_STATUSES = (
     (
         2,
         "bad usage; a malformed endpoint or region; a request the service refuses (400, 405, 413, 415, "
-        "422) or does not allow (401, 403); no AWS credentials or region for --auth iam",
+        "422) or does not allow (401, 403); no AWS credentials or region for --auth iam; recover: records "
+        "or a table it cannot read, or a stack too old to list deleted counters",
     ),
     (3, "no such counter (404)"),
     (
@@ -211,6 +220,29 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--cache", metavar="N", type=_positive, help=f"{cache_help} (default: unchanged)")
     c = commands.add_parser("delete", help="delete a counter (its high-water mark is kept)")
     c.add_argument("name", help="counter name")
+    c = commands.add_parser(
+        "recover",
+        help="after a restore from a backup: move every counter above every ID handed out (docs/deploy.md)",
+    )
+    c.add_argument(
+        "--from-table",
+        metavar="TABLE",
+        help="another counters table (the one the stack ran on before the restore, or the restored one), "
+        "read with your AWS credentials, in --region (or AWS_REGION...), at AWS_ENDPOINT_URL_DYNAMODB if "
+        "set (default: none)",
+    )
+    c.add_argument(
+        "--from-records",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="allocation records: the dev server's --records output, aws logs filter-log-events' JSON or "
+        "text, or a Logs Insights export (get-query-results, or the console's CSV or JSON); at most "
+        f"{RECORDS_FILE_LIMIT // 2**30} GiB a file, and repeatable (default: none)",
+    )
+    c.add_argument(
+        "--dry-run", action="store_true", help="print the plan and change nothing (default: carry it out)"
+    )
     return p
 
 
@@ -266,8 +298,30 @@ def run(args: argparse.Namespace) -> Any:
         if args.next is None and args.cache is None:
             _fail(2, "update needs --next, --cache or both")
         return backend.update(args.name, next_id=args.next, cache=args.cache)
+    if args.command == "recover":
+        return _recover(args, backend)
     backend.delete(args.name)
     return {"deleted": args.name}
+
+
+def _recover(args: argparse.Namespace, backend: HttpBackend) -> Any:
+    if args.from_table is None and not args.from_records:
+        _fail(2, "recover needs --from-table, --from-records or both")
+    try:
+        return recovery.recover(
+            backend,
+            table=args.from_table,
+            record_files=args.from_records,
+            region=args.region,
+            dry_run=args.dry_run,
+        )
+    except recovery.Stopped as stopped:
+        print(json.dumps(stopped.report))
+        _fail(_status_of(stopped.error), str(stopped))
+
+
+def _status_of(exc: BaseException) -> int:
+    return next((code for cls, code in EXIT if isinstance(exc, cls)), 1)
 
 
 # The options of idblocks itself, which go before the command.
@@ -303,8 +357,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         result = run(args)
     except IdBlocksError as exc:
-        status = next((code for cls, code in EXIT if isinstance(exc, cls)), 1)
-        _fail(status, str(exc))
+        _fail(_status_of(exc), str(exc))
     print(json.dumps(result))
 
 
