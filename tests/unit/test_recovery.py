@@ -46,6 +46,12 @@ def test_a_live_counter_not_above_what_was_handed_out_is_set_above_it():
     assert (orders.handed_out, orders.steps) == (40, [Step("set", next=41)])
 
 
+def test_a_counter_whose_next_is_the_highest_id_handed_out_is_set_above_it():
+    """Its next was handed out: it must not be handed out again."""
+    [orders] = plan({"orders": live("orders", 40)}, None, {"orders": 40})
+    assert orders.steps == [Step("set", next=41)]
+
+
 def test_a_counter_already_above_is_left_as_it_is():
     [orders] = plan({"orders": live("orders", 41)}, {"orders": stored("orders", 40)}, {"orders": 40})
     assert orders.steps == []
