@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from idblocks import recovery
+from idblocks.auth import region_of
 from idblocks.backend import ApiKeyAuth, Auth, HttpBackend, IamAuth, NoAuth
 from idblocks.counters_table import TableError
 from idblocks.errors import (
@@ -154,8 +155,8 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--region",
-        help="region to sign for, with --auth iam (default: the execute-api URL's, else $AWS_REGION, "
-        "$AWS_DEFAULT_REGION or the AWS profile's)",
+        help="region to sign for, with --auth iam, and of recover's --from-table (default: the execute-api "
+        "URL's, else $AWS_REGION, $AWS_DEFAULT_REGION or the AWS profile's)",
     )
     p.add_argument(
         "--timeout",
@@ -228,8 +229,8 @@ def parser() -> argparse.ArgumentParser:
         "--from-table",
         metavar="TABLE",
         help="another counters table (the one the stack ran on before the restore, or the restored one), "
-        "read with your AWS credentials, in --region (or AWS_REGION...), at AWS_ENDPOINT_URL_DYNAMODB if "
-        "set (default: none)",
+        "read with your AWS credentials, in --region's region, at AWS_ENDPOINT_URL_DYNAMODB if set "
+        "(default: none)",
     )
     c.add_argument(
         "--from-records",
@@ -312,7 +313,8 @@ def _recover(args: argparse.Namespace, backend: HttpBackend) -> Any:
             backend,
             table=args.from_table,
             record_files=args.from_records,
-            region=args.region,
+            # The table is the stack's: in the region its execute-api URL names, if no other is given.
+            region=args.region or region_of(backend.endpoint),
             dry_run=args.dry_run,
         )
     except recovery.Stopped as stopped:

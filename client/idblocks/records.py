@@ -60,6 +60,7 @@ LIMIT_MAX_ID = 2**63 - 1
 _CHUNK = 1 << 16
 _DECODER = json.JSONDecoder()
 _WHOLE = re.compile(r"[0-9]{1,19}")
+_SPACE = re.compile(r"\s+")
 
 
 class RecordsError(IdBlocksError):
@@ -136,6 +137,7 @@ class _Text:
         self._read_chars = 0
         self._offset = 0  # where the buffer starts in the text
         self._line_at_buffer = 1
+        self._known = (0, 1)  # a position of the buffer, and its line
 
     def fill(self) -> bool:
         """Read another chunk; False at the end."""
@@ -150,10 +152,11 @@ class _Text:
             # A stream (a pipe) says no size before it is read: stopped here.
             raise RecordsError(f"{self.path} holds more than the {self.limit:,} bytes one file may hold")
         if self.pos > _CHUNK:
-            self._line_at_buffer += self.buffer.count("\n", 0, self.pos)
+            self._line_at_buffer = self.line_at(self.pos)
             self._offset += self.pos
             self.buffer = self.buffer[self.pos :]
             self.pos = 0
+            self._known = (0, self._line_at_buffer)
         self.buffer += chunk
         return True
 
@@ -162,7 +165,16 @@ class _Text:
 
     def line_at(self, pos: int | None = None) -> int:
         """The number of the line the position (of the buffer) is on."""
-        return self._line_at_buffer + self.buffer.count("\n", 0, self.pos if pos is None else pos)
+        pos = self.pos if pos is None else pos
+        # Counted on from the last position asked about: asked for every
+        # element of a long page, counting from the buffer's start each time
+        # would read the buffer again for each.
+        known_pos, known_line = self._known
+        if pos < known_pos:
+            known_pos, known_line = 0, self._line_at_buffer
+        line = known_line + self.buffer.count("\n", known_pos, pos)
+        self._known = (pos, line)
+        return line
 
     def where(self, line: int | None = None) -> str:
         return f"{self.path}, line {self.line_at() if line is None else line}"
@@ -177,10 +189,10 @@ class _Text:
     def skip_space(self) -> str:
         """Past white space; the character after it ('' at the end)."""
         while True:
-            char = self.peek()
-            if char == "" or not char.isspace():
-                return char
-            self.pos += 1
+            found = _SPACE.match(self.buffer, self.pos)
+            self.pos = found.end() if found else self.pos
+            if self.pos < len(self.buffer) or not self.fill():
+                return self.buffer[self.pos] if self.pos < len(self.buffer) else ""
 
     def expect(self, chars: str) -> str:
         char = self.skip_space()
@@ -508,11 +520,11 @@ class _Reader:
 
 def _csv_header(line: str) -> bool:
     """Whether a file's first line is a CSV header of Logs Insights fields
-    that name a counter and its last ID."""
+    that name a counter and its last ID, or the whole line (@message)."""
     if "{" in line:
         return False
     names = next(csv.reader([line]), [])
-    return "counter" in names and "last_id" in names
+    return "@message" in names or ("counter" in names and "last_id" in names)
 
 
 # -- one record ---------------------------------------------------------------------

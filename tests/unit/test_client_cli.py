@@ -346,6 +346,22 @@ def test_recover_that_stops_prints_its_report_and_one_line_and_exits_as_the_step
     assert "run recover again" in err
 
 
+@pytest.mark.parametrize(
+    ("options", "region"), [([], "eu-west-3"), (["--region", "ap-south-2"], "ap-south-2")]
+)
+def test_recover_reads_the_table_in_the_stacks_region_unless_told_another(
+    capsys, monkeypatch, options, region
+):
+    from idblocks import recovery
+
+    read_in = []
+    monkeypatch.setattr(recovery, "read_counters", lambda table, region: read_in.append(region) or {})
+    monkeypatch.setattr(recovery, "counters_here", lambda backend: {})
+    endpoint = "https://abc123.execute-api.eu-west-3.amazonaws.com/v1"
+    status, _, _ = run(capsys, "--endpoint", endpoint, *options, "recover", "--from-table", "t", "--dry-run")
+    assert (status, read_in) == (0, [region])
+
+
 def test_recover_of_records_that_cannot_be_read_is_bad_usage_and_sends_nothing(capsys, tmp_path):
     records = tmp_path / "records.jsonl"
     records.write_text(json.dumps(RECORD | {"last_id": "40"}) + "\n")

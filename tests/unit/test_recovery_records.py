@@ -246,6 +246,16 @@ def test_the_consoles_csv_download(tmp_path):
     assert (found.highest, found.records) == ({"orders": 60, "b": 2}, 3)
 
 
+def test_the_consoles_csv_download_of_message(tmp_path):
+    """`fields @timestamp, @message`: the line as written, quoted as CSV quotes it."""
+    rows = [
+        {"@timestamp": "2026-11-29 01:33:00.940", "@message": line(record("orders", 1, 2**60))},
+        {"@timestamp": "2026-11-29 01:33:01.000", "@message": "END RequestId: 0e1c"},
+    ]
+    found = read_records([write(tmp_path, console_csv(rows))])
+    assert (found.highest, found.records, found.skipped) == ({"orders": 2**60}, 1, 1)
+
+
 def test_the_consoles_downloads_of_10000_rows_are_refused(tmp_path, insights_rows_at_most_10):
     rows = [saved_query_row("orders", n, n) for n in range(1, 11)]
     with pytest.raises(RecordsError, match="hold 10 rows"):
