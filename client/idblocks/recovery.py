@@ -27,7 +27,6 @@ nothing to do. A counter the stack has and no source names is left as it is.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
@@ -100,7 +99,7 @@ class CounterPlan:
             now = {"state": "live", "next": self.here.next}
         sources: dict[str, Any] = {}
         if self.other is not None:
-            sources["other_table"] = {"last_id": self.other.hwm, "deleted": self.other.deleted}
+            sources["other_table"] = {"mark": self.other.hwm, "deleted": self.other.deleted}
         if self.records is not None:
             sources["records"] = {"last_id": self.records}
         shown = {
@@ -293,9 +292,7 @@ class StepFailed(Exception):
     error: IdBlocksError
 
 
-def apply(
-    backend: Any, plans: list[CounterPlan], on_done: Callable[[CounterPlan], None] | None = None
-) -> None:
+def apply(backend: Any, plans: list[CounterPlan]) -> None:
     """Every step of every plan, in order; StepFailed at the first that fails."""
     for counter in plans:
         for step in counter.steps:
@@ -304,8 +301,6 @@ def apply(
             except IdBlocksError as exc:
                 raise StepFailed(counter, step, exc) from exc
             counter.done.append(step.as_dict() | {"result": outcome})
-        if on_done is not None:
-            on_done(counter)
 
 
 def _do(backend: Any, name: str, step: Step) -> str:
