@@ -294,49 +294,60 @@ def test_stepped_counters_end_in_their_residue_above_every_id(
     assert (block["start"], block["step"]) == (28, 3)
 
 
-def test_a_failed_step_stops_the_run_and_a_second_run_finishes(api, dynamodb, restored):
-    taken, records = restored
+def records_file(tmp_path, highest: dict[str, int]) -> str:
+    """Records, one a counter, as the functions log them."""
+    path = tmp_path / "records.jsonl"
+    lines = [
+        {"message": "allocation", "counter": name, "first_id": 1, "last_id": last, "step": 1}
+        for name, last in highest.items()
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return str(path)
+
+
+def test_a_failed_step_stops_the_run_and_a_second_run_finishes(api, tmp_path):
+    # Given three counters the records show went further than the stack knows
+    for name in ("a", "b", "c"):
+        api.call("admin-create", body={"name": name})
+    records = records_file(tmp_path, {"a": 10, "b": 20, "c": 30})
 
     class FailsOnce(LocalBackend):
-        """Its first PUT to doomed meets throttling past every retry."""
+        """Its first PUT to b meets throttling past every retry."""
 
         failed = False
 
         def set_next(self, name, next_id):
-            if name == "doomed" and not self.failed:
+            if name == "b" and not self.failed:
                 self.failed = True
-                raise ServiceUnavailable("PUT /admin/counters/doomed failed after 8 attempt(s): throttled")
+                raise ServiceUnavailable("PUT /admin/counters/b failed after 8 attempt(s): throttled")
             return super().set_next(name, next_id)
 
     backend = FailsOnce(api)
+    # When the step of b fails
     with pytest.raises(recovery.Stopped) as stopped:
         recovery.recover(backend, table=None, record_files=[records], region=None, dry_run=False)
+    # Then the run stops there, saying so, and what came before it is done
     report = stopped.value.report
     assert report["failed"] == {
-        "counter": "doomed",
+        "counter": "b",
         "step": "set",
-        "next": taken.highest["doomed"] + 1,
-        "error": "PUT /admin/counters/doomed failed after 8 attempt(s): throttled",
+        "next": 21,
+        "error": "PUT /admin/counters/b failed after 8 attempt(s): throttled",
     }
-    # What came before it (cached, alphabetically first) is done and stays done
-    assert [c["counter"] for c in report["counters"] if c.get("done")] == ["cached"]
-    assert here_state(api)["cached"]["next"] > taken.highest["cached"]
-    assert here_state(api)["doomed"]["next"] <= taken.highest["doomed"]
+    assert [c["counter"] for c in report["counters"] if c.get("done")] == ["a"]
+    assert [here_state(api)[name]["next"] for name in ("a", "b", "c")] == [11, 1, 1]
+    # When it runs again, Then it finishes
     finished = recovery.recover(backend, table=None, record_files=[records], region=None, dry_run=False)
-    assert [c["counter"] for c in finished["counters"] if c.get("done")] == [
-        "doomed",
-        "fresh",
-        "long-gone",
-        "plain",
-    ]
-    state = here_state(api)
-    assert all(state[name]["next"] > highest for name, highest in taken.highest.items())
+    assert [c["counter"] for c in finished["counters"] if c.get("done")] == ["b", "c"]
+    assert [here_state(api)[name]["next"] for name in ("a", "b", "c")] == [11, 21, 31]
 
 
-def test_a_stack_that_lists_no_deleted_counters_is_refused_and_nothing_changes(api, dynamodb, restored):
+def test_a_stack_that_lists_no_deleted_counters_is_refused_and_nothing_changes(api, dynamodb, tmp_path):
     """An older stack ignores deleted=true: its deleted counters would look
     absent, and a create would bring them back."""
-    _, records = restored
+    api.call("admin-create", body={"name": "gone"})
+    api.call("admin-delete", name="gone")
+    records = records_file(tmp_path, {"gone": 50})
 
     class Older(LocalBackend):
         def list(self, **query):
