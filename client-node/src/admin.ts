@@ -58,16 +58,24 @@ export async function listCounters(
   return page;
 }
 
+export interface UpdateChanges {
+  next?: number | bigint;
+  cache?: number;
+  /** With next alone: a deleted counter's kept mark is raised too (it stays deleted). */
+  deleted?: boolean;
+}
+
 /** PUT (see HttpBackend.update). */
 export async function updateCounter(
   request: Requester,
   name: string,
-  changes: { next?: number | bigint; cache?: number },
+  changes: UpdateChanges,
 ): Promise<JsonObject> {
   const body: JsonObject = {};
   if (changes.next !== undefined) body["next"] = changes.next;
   if (changes.cache !== undefined) body["cache"] = changes.cache;
   if (Object.keys(body).length === 0) throw new RangeError("update needs next, cache or both");
+  if (changes.deleted === true) body["deleted"] = true;
   // Raise-only or setting a value, so repeating it is harmless.
   return object(await request("PUT", `/admin/counters/${pathName(name)}`, body), "update");
 }

@@ -21,6 +21,7 @@ import {
   type CreateOptions,
   type ListOptions,
   type RequestOptions,
+  type UpdateChanges,
   createCounter,
   deleteCounter,
   getCounter,
@@ -100,7 +101,7 @@ export class HttpBackend implements Backend {
    * PUT: move next forward, change the cache setting, or both. Service
    * environments holding cached blocks see it once those drain or expire.
    */
-  update(name: string, changes: { next?: number | bigint; cache?: number }): Promise<JsonObject> {
+  update(name: string, changes: UpdateChanges): Promise<JsonObject> {
     return updateCounter(this.#requester, name, changes);
   }
 

@@ -207,9 +207,15 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="deleted counters too, each with the high-water mark it keeps (default: live counters only)",
     )
-    c = commands.add_parser("set", help="move a counter forward (a deleted one: the mark it keeps)")
+    c = commands.add_parser("set", help="move a counter forward")
     c.add_argument("name", help="counter name")
     c.add_argument("next", type=_positive, help="the next ID to hand out; never below the current one")
+    c.add_argument(
+        "--deleted",
+        action="store_true",
+        help="a deleted counter too: raise the high-water mark it keeps; it stays deleted "
+        "(default: a deleted counter is not found)",
+    )
     c = commands.add_parser("update", help="move a counter forward and/or change its cache setting")
     c.add_argument("name", help="counter name")
     c.add_argument(
@@ -294,7 +300,7 @@ def run(args: argparse.Namespace) -> Any:
             counters += page["counters"]
         return {"counters": counters, "cursor": None} | ({"deleted": True} if page.get("deleted") else {})
     if args.command == "set":
-        return backend.set_next(args.name, args.next)
+        return backend.set_next(args.name, args.next, deleted=args.deleted)
     if args.command == "update":
         if args.next is None and args.cache is None:
             _fail(2, "update needs --next, --cache or both")

@@ -309,7 +309,8 @@ def _do(backend: Any, name: str, step: Step) -> str:
         return f"created: next {state.get('next')}"
     if step.do == "set":
         try:
-            state = backend.set_next(name, step.next)
+            # A counter deleted here keeps being deleted, its mark raised.
+            state = backend.set_next(name, step.next, deleted=True)
         except Conflict as exc:
             if exc.code != "counter_would_move_back":
                 raise

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from idblocks_core.domain.rules import DEFAULT_MAX_ID, LIMIT_MAX_ID
+from tests.support.api import load_event
 
 COUNTER_FIELDS = {"name", "next", "exhausted", "max", "step", "residue", "cache", "created_at", "updated_at"}
 NAME_RULE = "counter name must be 1-128 characters of A-Z, a-z, 0-9, '_', '.' or '-', and not '.' or '..'"
@@ -145,6 +146,14 @@ def test_list_with_deleted_true_shows_each_deleted_counter_and_the_mark_it_keeps
     assert api.call("admin-create", body={"name": "drop"}).body["next"] == 105
 
 
+def test_deleted_given_twice_in_the_query_is_400(api):
+    event = load_event("admin-list")
+    event["queryStringParameters"] = {"deleted": "true"}
+    event["multiValueQueryStringParameters"] = {"deleted": ["true", "true"]}
+    reply = api.send(event)
+    assert (reply.status, reply.error_code) == (400, "invalid_deleted")
+
+
 def test_list_without_deleted_true_says_nothing_of_deleted_counters(api):
     api.call("admin-create", body={"name": "drop"})
     api.call("admin-delete", name="drop")
@@ -223,6 +232,8 @@ def test_set_unknown_is_404_and_creates_nothing(api, table_snapshot):
         ({"next": "5"}, "invalid_next"),
         ({"next": LIMIT_MAX_ID + 2}, "invalid_next"),
         ({"next": 5, "max": 9}, "invalid_body"),
+        ({"next": 5, "deleted": "true"}, "invalid_deleted"),
+        ({"next": 5, "deleted": 1}, "invalid_deleted"),
     ],
 )
 def test_bad_set_bodies_are_400(api, table_snapshot, body, code):
@@ -239,7 +250,7 @@ def test_delete_is_204_then_the_counter_is_gone(api):
     assert (reply.status, reply.body) == (204, None)
     assert api.call("admin-get").status == 404
     assert api.call("admin-delete").status == 404
-    assert api.call("admin-set", body={"cache": 5}).status == 404
+    assert api.call("admin-set").status == 404
 
 
 def test_set_on_a_deleted_counter_raises_the_mark_it_keeps_and_it_stays_deleted(api, lambda_env):
@@ -247,7 +258,9 @@ def test_set_on_a_deleted_counter_raises_the_mark_it_keeps_and_it_stays_deleted(
     api.call("admin-create")  # starts at 1000
     api.call("batch", name="invoices", body={"count": 10})  # 1000..1009
     api.call("admin-delete")
-    reply = api.call("admin-set", body={"next": 5000})
+    # Without deleted, as ever: not found, and nothing written
+    assert api.call("admin-set", body={"next": 5000}).error_code == "counter_not_found"
+    reply = api.call("admin-set", body={"next": 5000, "deleted": True})
     assert reply.status == 200
     assert (reply.body["deleted"], reply.body["next"]) == (True, 5000)
     assert api.call("admin-get").status == 404
@@ -264,7 +277,7 @@ def test_a_deleted_counters_mark_may_pass_its_max(api):
     gives anew, does not bound the mark."""
     api.call("admin-create", body={"name": "invoices", "max": 10})
     api.call("admin-delete")
-    assert api.call("admin-set", body={"next": 500}).body["next"] == 500
+    assert api.call("admin-set", body={"next": 500, "deleted": True}).body["next"] == 500
     revived = api.call("admin-create", body={"name": "invoices"}).body
     assert (revived["next"], revived["max"]) == (500, DEFAULT_MAX_ID)
 
@@ -273,7 +286,7 @@ def test_set_below_a_deleted_counters_mark_is_409_and_changes_nothing(api, table
     api.call("admin-create")  # starts at 1000
     api.call("admin-delete")
     before = table_snapshot()
-    reply = api.call("admin-set", body={"next": 999})
+    reply = api.call("admin-set", body={"next": 999, "deleted": True})
     assert (reply.status, reply.error_code) == (409, "counter_would_move_back")
     assert "next is 1000" in reply.body["error"]["message"]
     assert table_snapshot() == before
@@ -283,9 +296,17 @@ def test_set_of_cache_on_a_deleted_counter_is_404_and_changes_nothing(api, table
     api.call("admin-create")
     api.call("admin-delete")
     before = table_snapshot()
-    for body in ({"cache": 5}, {"next": 5000, "cache": 5}):
+    for body in ({"cache": 5, "deleted": True}, {"next": 5000, "cache": 5, "deleted": True}):
         assert api.call("admin-set", body=body).error_code == "counter_not_found"
     assert table_snapshot() == before
+
+
+def test_set_with_deleted_moves_a_live_counter_as_without_it(api):
+    api.call("admin-create")  # starts at 1000
+    reply = api.call("admin-set", body={"next": 5000, "deleted": True})
+    assert (reply.status, reply.body["next"]) == (200, 5000)
+    assert "deleted" not in reply.body
+    assert api.call("next-post", name="invoices").body["id"] == 5000
 
 
 def test_delete_unknown_is_404(api):

@@ -193,7 +193,7 @@ def test_a_counter_re_created_while_its_kept_mark_is_raised_is_moved_as_a_live_o
         return real_raise(name, next_id)
 
     monkeypatch.setattr(store, "raise_kept_mark", revived_first)
-    moved = store.update("orders", next_id=50)
+    moved = store.update("orders", next_id=50, deleted=True)
     assert (moved.deleted, moved.next, moved.max) == (False, 50, 100)
     with pytest.raises(errors.NextBeyondMax):
         store.update("orders", next_id=500)

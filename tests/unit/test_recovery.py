@@ -316,11 +316,11 @@ def test_a_failed_step_stops_the_run_and_a_second_run_finishes(api, tmp_path):
 
         failed = False
 
-        def set_next(self, name, next_id):
+        def set_next(self, name, next_id, **options):
             if name == "b" and not self.failed:
                 self.failed = True
                 raise ServiceUnavailable("PUT /admin/counters/b failed after 8 attempt(s): throttled")
-            return super().set_next(name, next_id)
+            return super().set_next(name, next_id, **options)
 
     backend = FailsOnce(api)
     # When the step of b fails

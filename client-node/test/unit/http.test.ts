@@ -157,6 +157,17 @@ test("list asks for deleted counters only when told to, as the Python client doe
   );
 });
 
+test("update sends deleted only when told to, as the Python client does", async () => {
+  const state = { status: 200, body: '{"name":"orders","next":41,"deleted":true}' };
+  stub.script(state, state);
+  await backend().update("orders", { next: 41, deleted: true });
+  await backend().update("orders", { next: 41, deleted: false });
+  assert.deepEqual(
+    stub.received.map((r) => r.body),
+    ['{"next":41,"deleted":true}', '{"next":41}'],
+  );
+});
+
 test("IDs beyond 2^53 - 1 are read exactly, as bigints", async () => {
   stub.script({ status: 200, body: block("9007199254740993", "9007199254741002") });
   const got = await backend().allocate("orders", 10, { idempotencyKey: "k" });

@@ -742,19 +742,22 @@ class CounterStore:
         with several regions, the first ID of this region's residue from it)."""
         return self.update(name, next_id=next_id)
 
-    def update(self, name: str, *, next_id: int | None = None, cache: int | None = None) -> Counter:
+    def update(
+        self, name: str, *, next_id: int | None = None, cache: int | None = None, deleted: bool = False
+    ) -> Counter:
         """Move a counter forward (``next_id``, as set_next) and/or change
         its cache setting, in one conditional write. Cached blocks already
         taken are not recalled: they stay unique (hwm never moves back) and
         are served until they drain or expire.
 
-        A deleted counter takes ``next_id`` alone: it raises the mark the
-        counter keeps (see raise_kept_mark), and the counter stays deleted."""
+        ``deleted``: a deleted counter takes ``next_id`` alone, which raises
+        the mark it keeps (see raise_kept_mark), and it stays deleted;
+        without it, a deleted counter is CounterNotFound."""
         for _ in range(_ADMIN_ROUNDS):
             try:
                 return self._update_live(name, next_id=next_id, cache=cache)
             except CounterDeleted:
-                if next_id is None or cache is not None:
+                if not deleted or next_id is None or cache is not None:
                     raise CounterNotFound(name) from None
             try:
                 return self.raise_kept_mark(name, next_id)

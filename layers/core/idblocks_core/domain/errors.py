@@ -150,7 +150,7 @@ _CATALOGUE = (
         404,
         "No such counter, or it was deleted: next/batch create a counter that never existed only with "
         "AutoCreateCounters=true, and never bring a deleted one back (only an admin's create does). "
-        "A PUT of next alone raises a deleted counter's kept mark instead; one with cache is refused so.",
+        "A PUT of next alone with deleted: true raises a deleted counter's kept mark instead.",
         "no",
         "Create the counter (POST /admin/counters), or check the name.",
     ),

@@ -102,13 +102,10 @@ def check_idempotency_key(key: object) -> str:
 
 
 def check_deleted(deleted: object) -> bool:
-    """The list's ``deleted`` flag: true or false, as a query string spells
-    it (or as a bool, its default)."""
-    if isinstance(deleted, bool):
-        return deleted
-    if deleted in ("true", "false"):
-        return deleted == "true"
-    raise InvalidInput("invalid_deleted", "deleted must be true or false")
+    """``deleted``: whether deleted counters are included (a list's, a PUT's)."""
+    if not isinstance(deleted, bool):
+        raise InvalidInput("invalid_deleted", "deleted must be true or false")
+    return deleted
 
 
 def check_limit(limit: object, largest: int) -> int:

@@ -51,11 +51,13 @@ class CounterAdmin:
     def set_next(self, name: str, next_id: object) -> Counter:
         return self.update(name, next_id=next_id)
 
-    def update(self, name: str, *, next_id: object = None, cache: object = None) -> Counter:
+    def update(
+        self, name: str, *, next_id: object = None, cache: object = None, deleted: object = False
+    ) -> Counter:
         """PUT: move next forward, change the cache setting, or both at once.
         Environments holding cached blocks see the change once those drain
-        or expire (logic/next_cache.py). On a deleted counter, next alone
-        raises the mark it keeps, and it stays deleted."""
+        or expire (logic/next_cache.py). With ``deleted``, next alone also
+        raises the mark a deleted counter keeps, and it stays deleted."""
         check_name(name)
         if next_id is None and cache is None:
             raise InvalidInput("invalid_body", "request body must give next, cache or both")
@@ -63,6 +65,7 @@ class CounterAdmin:
             name,
             next_id=None if next_id is None else check_next(next_id),
             cache=None if cache is None else check_cache(cache),
+            deleted=check_deleted(deleted),
         )
 
     def delete(self, name: str) -> None:
