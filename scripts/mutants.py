@@ -560,6 +560,17 @@ MUTANTS = [
         (f"{RECOVERY_TESTS}::test_the_other_table_is_read_whole_a_page_at_a_time",),
     ),
     Mutant(
+        "deleted-mark-raised-unasked",
+        "a PUT without deleted raises a deleted counter's kept mark: an older caller's 404 becomes a write",
+        STORE,
+        "                if not deleted or next_id is None or cache is not None:",
+        "                if next_id is None or cache is not None:",
+        (
+            "tests/unit/test_admin_routes.py"
+            "::test_set_on_a_deleted_counter_raises_the_mark_it_keeps_and_it_stays_deleted",
+        ),
+    ),
+    Mutant(
         "deleted-mark-lowered",
         "PUT next on a deleted counter lowers the mark it keeps: a re-creation hands out its IDs again",
         STORE,
