@@ -230,6 +230,11 @@ def parser() -> argparse.ArgumentParser:
     c = commands.add_parser(
         "recover",
         help="after a restore from a backup: move every counter above every ID handed out (docs/deploy.md)",
+        description="After a restore from a backup, move every counter the sources name above every ID "
+        "they show was handed out, through the admin API only (raise only: set, create, delete; a counter "
+        "deleted in either table stays deleted). Give --from-table, --from-records or both. Prints a JSON "
+        "report; a run that stops says where, and running it again finishes. Nothing is changed before "
+        "every source was read; a file over its size limit is refused before it is read.",
     )
     c.add_argument(
         "--from-table",
