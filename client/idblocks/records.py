@@ -46,8 +46,10 @@ from idblocks.routes import check_name
 # filter-log-events` prints them. Records of a longer time can be given in
 # several files.
 RECORDS_FILE_LIMIT = 1 << 30
-# The largest line, and the largest JSON value inside a document (an event,
-# a row): a CloudWatch event is at most 1 MiB, a little more escaped.
+# The largest line read whole, and the largest JSON value inside a document
+# (an event, a row): a record is under a kilobyte, and a page of
+# filter-log-events compacted onto one line a few MiB; a longer line is read
+# as it streams, a value at a time.
 VALUE_LIMIT = 4 << 20
 # Logs Insights stops at 10,000 rows a query (its default limit, and a page
 # of get-query-results): a result of a multiple of it may be cut short.
