@@ -14,7 +14,7 @@ import sys
 import tomllib
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 from pydantic.json_schema import models_json_schema
@@ -162,11 +162,22 @@ class CounterState(BaseModel):
     )
     created_at: datetime = Field(description="When the counter was created (UTC).")
     updated_at: datetime = Field(description="When the counter last changed (UTC).")
+    deleted: Literal[True] | None = Field(
+        default=None,
+        description="Present, and true, on a deleted counter only (listed with deleted=true, or raised by "
+        "PUT): it hands out nothing, and its next is one past the high-water mark it keeps, where a "
+        "re-creation continues.",
+    )
 
 
 class CounterPage(BaseModel):
     counters: list[CounterState]
     cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last page.")
+    deleted: Literal[True] | None = Field(
+        default=None,
+        description="Present, and true, when the page was asked for with deleted=true: it lists deleted "
+        "counters too. A service that lists live counters alone leaves it out.",
+    )
 
 
 class ErrorDetail(BaseModel):

@@ -41,6 +41,11 @@ class Mutant:
     tests: tuple[str, ...]
 
 
+RECORDS = "client/idblocks/records.py"
+RECOVERY = "client/idblocks/recovery.py"
+RECOVERY_TESTS = "tests/unit/test_recovery.py"
+RECORDS_TESTS = "tests/unit/test_recovery_records.py"
+
 MUTANTS = [
     Mutant(
         "read-then-write",
@@ -597,6 +602,119 @@ MUTANTS = [
         (
             "tests/unit/test_allocation_routes.py"
             "::test_a_missing_counter_is_told_with_the_command_that_creates_it_and_the_parameter_that_would",
+        ),
+    ),
+    Mutant(
+        "recover-last-record-not-highest",
+        "recover keeps each counter's last record, not its highest: a replay logged late lowers the mark",
+        RECORDS,
+        "        if last_id > self.highest.get(counter, 0):",
+        "        if True:",
+        (f"{RECORDS_TESTS}::test_the_dev_servers_records_output_gives_each_counters_highest_id",),
+    ),
+    Mutant(
+        "recover-unreadable-record-skipped",
+        "a record whose IDs cannot be read exactly is skipped as not a record: its IDs are left out",
+        RECORDS,
+        "        except _Unreadable as exc:\n            raise RecordsError(",
+        "        except _Unreadable as exc:\n            return False\n            raise RecordsError(",
+        (f"{RECORDS_TESTS}::test_a_record_that_cannot_be_read_exactly_stops_the_reading",),
+    ),
+    Mutant(
+        "recover-insights-rounded-id",
+        "an ID from Logs Insights above 2^53, maybe rounded down, is taken as it shows",
+        RECORDS,
+        "    if insights and number > INSIGHTS_EXACT:",
+        "    if False:",
+        (f"{RECORDS_TESTS}::test_an_insights_number_above_2_53_is_refused",),
+    ),
+    Mutant(
+        "recover-partial-query-results",
+        "the results of a Logs Insights query still running are taken as all there is",
+        RECORDS,
+        '        if status is not None and status != "Complete":',
+        "        if False:",
+        (f"{RECORDS_TESTS}::test_results_of_a_query_still_running_are_refused",),
+    ),
+    Mutant(
+        "recover-missing-pages",
+        "a filter-log-events file whose last page says more follow is taken as all there is",
+        RECORDS,
+        "        if self.events.more_follow:",
+        "        if False:",
+        (f"{RECORDS_TESTS}::test_a_page_that_says_more_follow_and_is_last_is_refused",),
+    ),
+    Mutant(
+        "recover-set-at-the-mark",
+        "recover sets next to the highest ID handed out, which is then handed out again",
+        RECOVERY,
+        '    elif handed_out < here.max:\n        steps.append(Step("set", next=handed_out + 1))',
+        '    elif handed_out < here.max:\n        steps.append(Step("set", next=handed_out))',
+        (f"{RECOVERY_TESTS}::test_a_live_counter_not_above_what_was_handed_out_is_set_above_it",),
+    ),
+    Mutant(
+        "recover-next-equal-is-above",
+        "a counter whose next is the highest ID handed out is left as it is",
+        RECOVERY,
+        "    elif here.next > handed_out:",
+        "    elif here.next >= handed_out:",
+        (f"{RECOVERY_TESTS}::test_a_counter_whose_next_is_the_highest_id_handed_out_is_set_above_it",),
+    ),
+    Mutant(
+        "recover-deleted-there-left-live",
+        "a counter deleted in the other table is left live here",
+        RECOVERY,
+        "    if other is not None and other.deleted and (here is None or not here.deleted):",
+        "    if False:",
+        (
+            f"{RECOVERY_TESTS}::test_a_counter_deleted_in_the_other_table_is_raised_then_deleted_here",
+            f"{RECOVERY_TESTS}"
+            "::test_from_the_other_table_every_counter_ends_above_its_mark_and_deleted_there_stays_deleted",
+        ),
+    ),
+    Mutant(
+        "recover-dry-run-writes",
+        "a dry run carries the plan out",
+        RECOVERY,
+        "    if not dry_run:\n        try:",
+        "    if True:\n        try:",
+        (f"{RECOVERY_TESTS}::test_from_the_records_every_counter_ends_above_every_id_handed_out",),
+    ),
+    Mutant(
+        "recover-older-stack-trusted",
+        "a stack that lists no deleted counters is trusted: its deleted ones look absent, and are revived",
+        RECOVERY,
+        '        if page.get("deleted") is not True:',
+        "        if False:",
+        (f"{RECOVERY_TESTS}::test_a_stack_that_lists_no_deleted_counters_is_refused_and_nothing_changes",),
+    ),
+    Mutant(
+        "recover-table-first-page",
+        "the other table is read one Scan page only: the counters past it are left out",
+        "client/idblocks/counters_table.py",
+        '        if "LastEvaluatedKey" not in page:\n            return counters',
+        "        return counters",
+        (f"{RECOVERY_TESTS}::test_the_other_table_is_read_whole_a_page_at_a_time",),
+    ),
+    Mutant(
+        "deleted-mark-raised-unasked",
+        "a PUT without deleted raises a deleted counter's kept mark: an older caller's 404 becomes a write",
+        STORE,
+        "                if not deleted or next_id is None or cache is not None:",
+        "                if next_id is None or cache is not None:",
+        (
+            "tests/unit/test_admin_routes.py"
+            "::test_set_on_a_deleted_counter_raises_the_mark_it_keeps_and_it_stays_deleted",
+        ),
+    ),
+    Mutant(
+        "deleted-mark-lowered",
+        "PUT next on a deleted counter lowers the mark it keeps: a re-creation hands out its IDs again",
+        STORE,
+        '            ConditionExpression="attribute_exists(#deleted) AND #hwm <= :hwm",',
+        '            ConditionExpression="attribute_exists(#deleted)",',
+        (
+            "tests/unit/test_admin_routes.py::test_set_below_a_deleted_counters_mark_is_409_and_changes_nothing",
         ),
     ),
 ]

@@ -113,7 +113,7 @@ class IamAuth:
     def _region_for(self, url: str) -> str:
         if self._region:
             return self._region
-        if region := _region_of(url):
+        if region := region_of(url):
             return region
         # botocore itself reads AWS_DEFAULT_REGION and the profile, not AWS_REGION,
         # which Lambda and most AWS tools set
@@ -139,7 +139,8 @@ class IamAuth:
         return dict(request.headers.items())
 
 
-def _region_of(url: str) -> str | None:
+def region_of(url: str) -> str | None:
+    """The region an execute-api URL names (None for any other URL)."""
     match = re.match(r"^[a-z0-9]+\.execute-api\.([a-z0-9-]+)\.amazonaws\.com", urlparse(url).hostname or "")
     return match.group(1) if match else None
 

@@ -4,7 +4,18 @@ Always behind AWS_IAM (see template.yaml)."""
 from typing import Any
 
 from idblocks_core.api import gateway as http
-from idblocks_core.api.fields import CACHE, CURSOR, LIMIT, MAX, NAME, NEW_NAME, NEXT, START
+from idblocks_core.api.fields import (
+    CACHE,
+    CURSOR,
+    LIMIT,
+    LIST_DELETED,
+    MAX,
+    NAME,
+    NEW_NAME,
+    NEXT,
+    SET_DELETED,
+    START,
+)
 from idblocks_core.core import core, invocation_deadline
 from idblocks_core.observability import lambda_entry
 
@@ -31,14 +42,19 @@ def create_counter(request: http.Request) -> dict[str, Any]:
 @routes.route(
     "GET",
     "/admin/counters",
-    summary="List counters, a page at a time",
-    fields=(LIMIT, CURSOR),
+    summary="List counters, a page at a time (deleted ones too, with deleted=true)",
+    fields=(LIMIT, CURSOR, LIST_DELETED),
     answers=(200, "CounterPage"),
     **ADMIN,
 )
 def list_counters(request: http.Request) -> dict[str, Any]:
-    counters, next_cursor = core().admin.list(request["limit"], request["cursor"])
-    return http.json_response(200, {"counters": [c.as_dict() for c in counters], "cursor": next_cursor})
+    counters, next_cursor = core().admin.list(request["limit"], request["cursor"], request["deleted"])
+    page: dict[str, Any] = {"counters": [c.as_dict() for c in counters], "cursor": next_cursor}
+    if request["deleted"] is True:
+        # So that a client can tell this page from one of a service that
+        # ignores the parameter and lists live counters alone.
+        page["deleted"] = True
+    return http.json_response(200, page)
 
 
 @routes.route(
@@ -56,15 +72,18 @@ def get_counter(request: http.Request) -> dict[str, Any]:
 @routes.route(
     "PUT",
     BY_NAME,
-    summary="Move a counter forward (never back), change its cache setting, or both",
-    fields=(NAME, NEXT, CACHE),
+    summary="Move a counter forward (never back), change its cache setting, or both; "
+    "with deleted, a deleted counter's kept mark",
+    fields=(NAME, NEXT, CACHE, SET_DELETED),
     body="UpdateCounterRequest",
     one_of=("next", "cache"),
     answers=(200, "CounterState", "counter_not_found", *CONFLICTS),
     **ADMIN,
 )
 def update_counter(request: http.Request) -> dict[str, Any]:
-    counter = core().admin.update(request["name"], next_id=request["next"], cache=request["cache"])
+    counter = core().admin.update(
+        request["name"], next_id=request["next"], cache=request["cache"], deleted=request["deleted"]
+    )
     return http.json_response(200, counter.as_dict())
 
 

@@ -325,6 +325,95 @@ def test_update_puts_next_cache_or_both(capsys, options, body):
     assert json.loads(stub.requests[0]["body"]) == body
 
 
+def test_list_deleted_asks_for_deleted_counters_on_every_page(capsys):
+    first = (200, {}, {"counters": [{"name": "a"}], "cursor": "c1", "deleted": True})
+    last = (200, {}, {"counters": [{"name": "b", "deleted": True}], "cursor": None, "deleted": True})
+    with StubServer([first, last]) as stub:
+        status, out, _ = run(capsys, "--endpoint", stub.url, "list", "--all", "--deleted")
+    assert status == 0
+    assert [r["path"] for r in stub.requests] == [
+        "/admin/counters?deleted=true",
+        "/admin/counters?cursor=c1&deleted=true",
+    ]
+    assert json.loads(out) == {
+        "counters": [{"name": "a"}, {"name": "b", "deleted": True}],
+        "cursor": None,
+        "deleted": True,
+    }
+
+
+RECORD = {"message": "allocation", "counter": "orders", "first_id": 1, "last_id": 40, "step": 1}
+
+
+def test_recover_needs_a_source_and_sends_nothing_without_one(capsys):
+    with StubServer([]) as stub:
+        status, out, err = run(capsys, "--endpoint", stub.url, "recover", "--dry-run")
+    assert (status, out) == (2, "")
+    assert_one_line(err)
+    assert "--from-table, --from-records or both" in err
+    assert stub.requests == []
+
+
+def test_recover_dry_run_prints_the_plan_and_only_reads(capsys, tmp_path):
+    records = tmp_path / "records.jsonl"
+    records.write_text(json.dumps(RECORD) + "\n")
+    page = {"counters": [{"name": "orders", "next": 5, "max": 100}], "cursor": None, "deleted": True}
+    with StubServer([(200, {}, page)]) as stub:
+        status, out, err = run(
+            capsys, "--endpoint", stub.url, "recover", "--from-records", str(records), "--dry-run"
+        )
+    assert (status, err) == (0, "")
+    [planned] = json.loads(out)["counters"]
+    assert (planned["now"], planned["plan"]) == ({"state": "live", "next": 5}, [{"step": "set", "next": 41}])
+    assert [(r["method"], r["path"]) for r in stub.requests] == [
+        ("GET", "/admin/counters?limit=1000&deleted=true")
+    ]
+
+
+def test_recover_that_stops_prints_its_report_and_one_line_and_exits_as_the_step_failed(capsys, tmp_path):
+    records = tmp_path / "records.jsonl"
+    records.write_text(json.dumps(RECORD) + "\n")
+    page = {"counters": [{"name": "orders", "next": 5, "max": 100}], "cursor": None, "deleted": True}
+    with StubServer([(200, {}, page), error(409, "region_mismatch")]) as stub:
+        status, out, err = run(capsys, "--endpoint", stub.url, "recover", "--from-records", str(records))
+    assert status == 4
+    assert json.loads(out)["failed"] == {
+        "counter": "orders",
+        "step": "set",
+        "next": 41,
+        "error": "region_mismatch: region_mismatch happened (HTTP 409)",
+    }
+    assert_one_line(err)
+    assert "recover stopped at counter 'orders'" in err
+    assert "run recover again" in err
+
+
+@pytest.mark.parametrize(
+    ("options", "region"), [([], "eu-west-3"), (["--region", "ap-south-2"], "ap-south-2")]
+)
+def test_recover_reads_the_table_in_the_stacks_region_unless_told_another(
+    capsys, monkeypatch, options, region
+):
+    from idblocks import recovery
+
+    read_in = []
+    monkeypatch.setattr(recovery, "read_counters", lambda table, region: read_in.append(region) or {})
+    monkeypatch.setattr(recovery, "counters_here", lambda backend: {})
+    endpoint = "https://abc123.execute-api.eu-west-3.amazonaws.com/v1"
+    status, _, _ = run(capsys, "--endpoint", endpoint, *options, "recover", "--from-table", "t", "--dry-run")
+    assert (status, read_in) == (0, [region])
+
+
+def test_recover_of_records_that_cannot_be_read_is_bad_usage_and_sends_nothing(capsys, tmp_path):
+    records = tmp_path / "records.jsonl"
+    records.write_text(json.dumps(RECORD | {"last_id": "40"}) + "\n")
+    with StubServer([]) as stub:
+        status, out, err = run(capsys, "--endpoint", stub.url, "recover", "--from-records", str(records))
+    assert (status, out) == (2, "")
+    assert_one_line(err)
+    assert stub.requests == []
+
+
 def test_update_without_a_change_is_bad_usage_and_sends_nothing(capsys):
     with StubServer([STATE]) as stub:
         status, _, err = run(capsys, "--endpoint", stub.url, "update", "orders")

@@ -145,6 +145,29 @@ test("a create whose answer is unknown is not repeated", async () => {
   assert.equal(stub.received.length, 1);
 });
 
+test("list asks for deleted counters only when told to, as the Python client does", async () => {
+  const page = { status: 200, body: '{"counters":[],"cursor":null}' };
+  stub.script(page, page, page);
+  await backend().list({ limit: 5, deleted: true });
+  await backend().list({ deleted: false });
+  await backend().list();
+  assert.deepEqual(
+    stub.received.map((r) => r.url),
+    ["/admin/counters?limit=5&deleted=true", "/admin/counters", "/admin/counters"],
+  );
+});
+
+test("update sends deleted only when told to, as the Python client does", async () => {
+  const state = { status: 200, body: '{"name":"orders","next":41,"deleted":true}' };
+  stub.script(state, state);
+  await backend().update("orders", { next: 41, deleted: true });
+  await backend().update("orders", { next: 41, deleted: false });
+  assert.deepEqual(
+    stub.received.map((r) => r.body),
+    ['{"next":41,"deleted":true}', '{"next":41}'],
+  );
+});
+
 test("IDs beyond 2^53 - 1 are read exactly, as bigints", async () => {
   stub.script({ status: 200, body: block("9007199254740993", "9007199254741002") });
   const got = await backend().allocate("orders", 10, { idempotencyKey: "k" });

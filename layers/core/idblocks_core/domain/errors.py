@@ -49,6 +49,7 @@ _CATALOGUE = (
     _bad_field("next", "an integer from 1 to 2^63 (max + 1 exhausts the counter)"),
     _bad_field("cache", "an integer from 1 to 1,000,000"),
     _bad_field("limit", "an integer from 1 to 1000"),
+    _bad_field("deleted", "true or false"),
     _bad_field("Idempotency-Key", "1-128 printable ASCII characters without spaces"),
     ErrorCode(
         "invalid_cursor",
@@ -148,7 +149,8 @@ _CATALOGUE = (
         "counter_not_found",
         404,
         "No such counter, or it was deleted: next/batch create a counter that never existed only with "
-        "AutoCreateCounters=true, and never bring a deleted one back (only an admin's create does).",
+        "AutoCreateCounters=true, and never bring a deleted one back (only an admin's create does). "
+        "A PUT of next alone with deleted: true raises a deleted counter's kept mark instead.",
         "no",
         "Create the counter: `idblocks create NAME` (POST /admin/counters), as the message says; "
         "or check the name.",
@@ -181,7 +183,8 @@ _CATALOGUE = (
         409,
         f"PUT would set next at or below an ID already handed out. {_NOT_CHANGED}",
         "no",
-        "Give a next at or above the counter's current next (GET it).",
+        "Give a next at or above the counter's current next (GET it; a deleted counter's is listed by "
+        "GET /admin/counters?deleted=true).",
     ),
     ErrorCode(
         "next_beyond_max",
