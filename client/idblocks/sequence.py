@@ -263,9 +263,11 @@ class Sequence(BlockHolder[Backend]):
             started = self.clock()
             self._lock.release()
             try:
-                outcome: Block | BaseException = self.backend.allocate(
-                    self.counter, request.size, idempotency_key=request.key
-                )
+                # Begun when its key was drawn: not sent if a restore came since.
+                with snapstart.requests_begun_at(request.began):
+                    outcome: Block | BaseException = self.backend.allocate(
+                        self.counter, request.size, idempotency_key=request.key
+                    )
             except BaseException as exc:  # noqa: BLE001 - settled below, under the lock
                 outcome = exc
             finally:
