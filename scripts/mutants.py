@@ -472,6 +472,15 @@ MUTANTS = [
             "tests/unit/test_client_snapstart.py::test_an_async_sequence_request_whose_key_was_drawn_before_a_restore_is_not_sent_after_it",
         ),
     ),
+    Mutant(
+        "client-caller-waits-out-retries",
+        "a thread sends its own block request and waits for every retry, past its wait_timeout",
+        "client/idblocks/sequence.py",
+        "                self._fetch_within(need, deadline)\n",
+        "                self._fetch(need)\n",
+        (
+            "tests/unit/test_client_wait_timeout.py::test_a_thread_waits_no_longer_than_wait_timeout_for_a_service_that_never_answers",
+        ),
     ),
     Mutant(
         "client-restore-same-jitter",

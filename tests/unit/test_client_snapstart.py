@@ -192,12 +192,14 @@ def test_a_thread_waiting_on_the_abandoned_request_asks_afresh_at_once():
     waiter_got: list[int] = []
     waiter = threading.Thread(target=lambda: waiter_got.append(seq.next_id()))
     waiter.start()
-    wait_for(lambda: len(seq._changed._waiters) == 1, "the second thread did not wait")  # white-box
+    # White-box: the first thread waits for its own request, the second for it too.
+    wait_for(lambda: len(seq._changed._waiters) == 2, "the second thread did not wait")
     restore()
     waiter.join(20)  # far longer than a block takes, shorter than the held request's wait
     assert waiter_got, "the waiting thread still waits for the abandoned request"
     backend.release.set()
     fetcher.join(30)
+    assert backend.answered.wait(30)  # the abandoned request, on a thread of its own
     _, abandoned = backend._by_key[backend.keys[0]]  # white-box
     assert waiter_got[0] not in abandoned.ids()
     seq.close()
