@@ -474,11 +474,98 @@ MUTANTS = [
     Mutant(
         "client-restore-resends-key",
         "a request begun before a SnapStart restore is retried after it, with its key",
-        "client/idblocks/exchange.py",
-        "        if snapstart.restores != begun:\n",
-        "        if False:\n",
+        "client/idblocks/snapstart.py",
+        "    return restores != begun\n",
+        "    return False\n",
         (
             "tests/unit/test_client_snapstart.py::test_an_http_request_begun_before_a_restore_is_not_retried_after_it",
+        ),
+    ),
+    Mutant(
+        "client-restore-checked-before-signing",
+        "HttpBackend checks for a restore only before signing: a thread signing across one sends",
+        "client/idblocks/backend.py",
+        "        snapstart.check_not_restored_since()\n        super().request(*args, **kwargs)\n",
+        "        super().request(*args, **kwargs)\n",
+        (
+            "tests/unit/test_client_snapstart.py::test_a_thread_whose_request_waits_at_a_restore_sends_nothing_after_it",
+        ),
+    ),
+    Mutant(
+        "client-restore-checked-after-signing",
+        "HttpBackend checks for a restore once signed: a thread resolving a name across one sends",
+        "client/idblocks/backend.py",
+        "            # What the connection checks before it writes (_RestoreChecked).\n",
+        "            snapstart.check_not_restored_since(attempt.begun)\n",
+        (
+            "tests/unit/test_client_snapstart.py::test_a_thread_whose_request_waits_at_a_restore_sends_nothing_after_it",
+        ),
+    ),
+    Mutant(
+        "client-restore-checked-after-signing-not-in-connection",
+        "(its companion: the connection's check goes)",
+        "client/idblocks/backend.py",
+        "        snapstart.check_not_restored_since()\n        super().request(*args, **kwargs)\n",
+        "        super().request(*args, **kwargs)\n",
+        (),
+    ),
+    Mutant(
+        "client-async-restore-checked-before-signing",
+        "AsyncHttpBackend checks for a restore only before signing: each copy sends what it signed",
+        "client/idblocks/async_backend.py",
+        '                extensions={"trace": _RestoreCheck(attempt.begun)},\n',
+        "",
+        (
+            "tests/integration/test_client_snapstart_restore.py::test_a_request_waiting_to_be_signed_or_resolved_at_the_snapshot_sends_nothing_after_it",
+        ),
+    ),
+    Mutant(
+        "client-async-restore-checked-after-signing",
+        "AsyncHttpBackend checks for a restore once signed: each copy sends what it resolved across one",
+        "client/idblocks/async_backend.py",
+        "        try:\n            response = await self._http().request(\n",
+        "        try:\n            snapstart.check_not_restored_since(attempt.begun)\n"
+        "            response = await self._http().request(\n",
+        (
+            "tests/integration/test_client_snapstart_restore.py::test_a_request_waiting_to_be_signed_or_resolved_at_the_snapshot_sends_nothing_after_it",
+        ),
+    ),
+    Mutant(
+        "client-async-restore-checked-after-signing-no-trace",
+        "(its companion: the check in httpx goes)",
+        "client/idblocks/async_backend.py",
+        '                extensions={"trace": _RestoreCheck(attempt.begun)},\n',
+        "",
+        (),
+    ),
+    Mutant(
+        "client-restore-key-drawn-before",
+        "a Sequence's request counts as begun when it is sent, not when its key was drawn",
+        "client/idblocks/sequence.py",
+        "                with snapstart.requests_begun_at(request.began):\n",
+        "                with contextlib.nullcontext():\n",
+        (
+            "tests/unit/test_client_snapstart.py::test_a_sequence_request_whose_key_was_drawn_before_a_restore_is_not_sent_after_it",
+        ),
+    ),
+    Mutant(
+        "client-async-restore-key-drawn-before",
+        "an AsyncSequence's request counts as begun when it is sent, not when its key was drawn",
+        "client/idblocks/async_sequence.py",
+        "            with snapstart.requests_begun_at(request.began):\n",
+        "            with contextlib.nullcontext():\n",
+        (
+            "tests/unit/test_client_snapstart.py::test_an_async_sequence_request_whose_key_was_drawn_before_a_restore_is_not_sent_after_it",
+        ),
+    ),
+    Mutant(
+        "client-caller-waits-out-retries",
+        "a thread sends its own block request and waits for every retry, past its wait_timeout",
+        "client/idblocks/sequence.py",
+        "                self._fetch_within(need, deadline)\n",
+        "                self._fetch(need)\n",
+        (
+            "tests/unit/test_client_wait_timeout.py::test_a_thread_waits_no_longer_than_wait_timeout_for_a_service_that_never_answers",
         ),
     ),
     Mutant(
@@ -723,6 +810,8 @@ TOGETHER = {
     "read-then-write": ["read-then-write-values"],
     "revive-below-mark": ["revive-below-mark-store"],
     "timeout-in-globals": [f"timeout-in-globals-{function}" for function in ("next", "batch", "admin")],
+    "client-restore-checked-after-signing": ["client-restore-checked-after-signing-not-in-connection"],
+    "client-async-restore-checked-after-signing": ["client-async-restore-checked-after-signing-no-trace"],
 }
 
 

@@ -10,7 +10,11 @@ that was already taken instead of a second one. Throttling, 502-504 and
 network errors are retried with jittered backoff (RetryPolicy), and so is a
 500 when repeating the request is harmless; everything else is raised as
 the matching ServiceError. A request begun before the process was restored
-from a snapshot (Lambda SnapStart) is not sent after it (idblocks.snapstart).
+from a snapshot (Lambda SnapStart) is not sent after it (idblocks.snapstart):
+no attempt starts once a restore has come, and each Attempt carries when its
+request began, which the driver's transport checks last before it writes
+(a request can wait across a snapshot while it is signed, or while its
+connection is made).
 
 Until anything has answered at the endpoint (Contact), a connection refused
 or a host name that does not resolve is a wrong address or a server not
@@ -65,12 +69,17 @@ class Call(Generic[T]):
 
 @dataclass(frozen=True)
 class Attempt:
-    """Put this on the network once (signed by the driver: SigV4 dates each attempt)."""
+    """Put this on the network once (signed by the driver: SigV4 dates each
+    attempt), unless the process was restored from a snapshot since
+    ``begun`` (idblocks.snapstart.restores when the request began): the
+    driver's transport checks that last before writing, and answers a
+    NoReply, never sent, if it was."""
 
     method: str
     url: str
     data: bytes | None
     headers: dict[str, str]
+    begun: int
 
 
 @dataclass(frozen=True)
@@ -121,20 +130,22 @@ def exchange(endpoint: str, policy: RetryPolicy, call: Call[T], contact: Contact
     failure = "no attempt made"
     server_errors = refusals = unreached = 0
     retry_after = None
-    begun = snapstart.restores
+    begun = snapstart.began()
+    not_sent = f"{method} {path} was begun before a restore from a snapshot; it is not sent again"
     for attempt in range(policy.attempts):
-        if snapstart.restores != begun:
+        if snapstart.restored_since(begun):
             # Every environment restored from the snapshot it was begun in
             # would send it: each would be answered the same block.
-            raise ServiceUnavailable(
-                f"{method} {path} was begun before a restore from a snapshot; it is not sent again",
-                capacity_refusals=refusals,
-            )
+            raise ServiceUnavailable(not_sent, capacity_refusals=refusals)
         retry_after = None
-        outcome = yield Attempt(method, endpoint + path, data, headers)
+        outcome = yield Attempt(method, endpoint + path, data, headers, begun)
         if isinstance(outcome, NoReply):
             if answered_in_plain_http(outcome.error):
                 raise ConfigurationError(f"{method} {path}: {plain_http(endpoint)}") from outcome.error
+            if isinstance(outcome.error, snapstart.RestoredSinceBegun):
+                # Restored while it was being signed or connected: the
+                # transport stopped it before its first byte.
+                raise ServiceUnavailable(not_sent, capacity_refusals=refusals) from outcome.error
             failure = outcome.message  # never sent: always safe to retry
             if outcome.sent and not call.retry_unknown_outcome:
                 raise ServiceUnavailable(
