@@ -418,6 +418,21 @@ class Template:
         with the parameters' values."""
         return self.resolved.holds(expression)
 
+    def refusals(self) -> list[tuple[str, str]]:
+        """The template's Rules that refuse these parameters' values, as
+        CloudFormation would before deploying anything: (the rule, the
+        AssertDescription of each assertion that fails)."""
+        found = []
+        for name, rule in self.raw.get("Rules", {}).items():
+            if "RuleCondition" in rule and not self.holds(rule["RuleCondition"]):
+                continue
+            found += [
+                (name, assertion["AssertDescription"])
+                for assertion in rule["Assertions"]
+                if not self.holds(assertion["Assert"])
+            ]
+        return found
+
 
 @functools.cache
 def default_template() -> Template:

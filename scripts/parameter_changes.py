@@ -53,6 +53,9 @@ AUTHS = ("AWS_IAM", "API_KEY", "NONE")
 CERTIFICATE = "arn:aws:acm:us-east-1:123456789012:certificate/1"
 DOMAIN = {"CustomDomainName": "ids.example.com", "CustomDomainCertificateArn": CERTIFICATE}
 API_KEYS = {"ClientAuth": "API_KEY"}
+ORGANIZATION = "o-abcdefghij"
+ENDPOINTS = {"VpcEndpointIds": "vpce-0123456789abcdef0"}
+PRIVATE = {"EndpointType": "PRIVATE"}
 CHANGES: dict[str, list[tuple[dict[str, str], str, str]]] = {
     "StageName": [({}, "v1", "v2")],
     # Between any two: each value has resources of its own.
@@ -72,6 +75,18 @@ CHANGES: dict[str, list[tuple[dict[str, str], str, str]]] = {
     ],
     "CustomDomainBasePath": [(DOMAIN, "v1", "v2"), (DOMAIN, "v1", "")],
     "DisableExecuteApiEndpoint": [({}, "true", "false"), (DOMAIN, "true", "false")],
+    "CallerOrganizationId": [({}, "", ORGANIZATION), ({}, ORGANIZATION, "o-zyxwvutsrq")],
+    "CallerAccounts": [({}, "", "210987654321"), ({}, "210987654321", "210987654321,111122223333")],
+    "EndpointType": [({}, "REGIONAL", "PRIVATE"), ({}, "PRIVATE", "REGIONAL")],
+    "VpcEndpointIds": [(PRIVATE, ENDPOINTS["VpcEndpointIds"], "vpce-0123456789abcdef0,vpce-11112222")],
+}
+
+# Values the template's rules refuse without others: a stack with one of
+# them has those too, so a change to or from it changes them in the same
+# update. A private API needs its endpoints, and endpoints are refused
+# without a private API.
+ALONG: dict[tuple[str, str], dict[str, str]] = {
+    ("EndpointType", "PRIVATE"): ENDPOINTS,
 }
 
 # Held resources a change replaces or deletes on purpose: (parameter, the
@@ -110,6 +125,8 @@ class Change:
     deleted: tuple[str, ...]
     # what each of those resources is: logical id -> resource type
     types: tuple[tuple[str, str], ...]
+    # other parameters the same update changes (ALONG): (name, before, after)
+    along: tuple[tuple[str, str, str], ...] = ()
 
     def held(self, ids: tuple[str, ...]) -> tuple[str, ...]:
         types = dict(self.types)
@@ -181,10 +198,24 @@ def _names(value: Any) -> set[str]:
     return found
 
 
+def values_of(parameter: str, value: str, settings: dict[str, str]) -> dict[str, str]:
+    """The parameters given (the others keep their defaults) of a stack
+    where ``parameter`` is ``value``: ``settings``, and what ALONG says
+    goes with that value."""
+    return settings | ALONG.get((parameter, value), {}) | {parameter: value}
+
+
 def change(parameter: str, before: str, after: str, settings: dict[str, str] | None = None) -> Change:
     settings = dict(settings or {})
-    old = _deployed(tuple(sorted((settings | {parameter: before}).items())))
-    new = _deployed(tuple(sorted((settings | {parameter: after}).items())))
+    old_values, new_values = values_of(parameter, before, settings), values_of(parameter, after, settings)
+    defaults = default_template().parameters
+    along = tuple(
+        (name, old_values.get(name, defaults[name]), new_values.get(name, defaults[name]))
+        for name in sorted((set(old_values) | set(new_values)) - {parameter})
+        if old_values.get(name, defaults[name]) != new_values.get(name, defaults[name])
+    )
+    old = _deployed(tuple(sorted(old_values.items())))
+    new = _deployed(tuple(sorted(new_values.items())))
     values = (before, after)
     renamed: dict[str, str] = {}  # new logical id -> old, for a resource whose id changed
     gone = {_identity(k, r, values): k for k, r in old.items() if k not in new}
@@ -241,6 +272,7 @@ def change(parameter: str, before: str, after: str, settings: dict[str, str] | N
         created=tuple(sorted({shown(k) for k in created})),
         deleted=tuple(sorted({shown(k) for k in deleted})),
         types=tuple(sorted(types.items())),
+        along=along,
     )
 
 
@@ -326,13 +358,14 @@ def table() -> str:
         for logical_id, why in on_purpose(each).items():
             reasons[each.parameter, logical_id] = why
         effect = (each.updated, each.replaced, each.created, each.deleted)
-        grouped.setdefault((each.parameter, each.before, each.settings, *effect), []).append(each)
-    for (parameter, before, settings, updated, replaced, created, deleted), group in grouped.items():
+        grouped.setdefault((each.parameter, each.before, each.settings, each.along, *effect), []).append(each)
+    for (parameter, before, settings, along, updated, replaced, created, deleted), group in grouped.items():
         functions = {i for i in updated if i.endswith("Function")}
         after = ", ".join(_value(each.after) for each in group)
         if after == _value(before):
             after = "another"
         change_text = f"{_value(before)} → {after}"
+        change_text += "".join(f", `{name}` {_value(old)} → {_value(new)}" for name, old, new in along)
         if settings:
             change_text += " (with " + ", ".join(_setting(name, value) for name, value in settings) + ")"
         cells = [_ids(ids, functions) for ids in (updated, replaced, created, deleted)]

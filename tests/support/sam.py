@@ -114,7 +114,7 @@ def parameter_sets() -> tuple[tuple[tuple[str, str], ...], ...]:
     change scripts/parameter_changes.py describes (every value of every
     parameter that lists its values, a custom domain, API keys with a quota,
     deep traces...)."""
-    from scripts.parameter_changes import changes_of
+    from scripts.parameter_changes import changes_of, values_of
 
     found = {(): None}
     for environment in samconfig_environments():
@@ -122,5 +122,5 @@ def parameter_sets() -> tuple[tuple[tuple[str, str], ...], ...]:
     for parameter in Template().parameters:
         for settings, before, after in changes_of(parameter):
             for value in (before, after):
-                found[tuple(sorted((settings | {parameter: value}).items()))] = None
+                found[tuple(sorted(values_of(parameter, value, settings).items()))] = None
     return tuple(found)
