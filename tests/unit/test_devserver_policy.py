@@ -549,3 +549,23 @@ def test_parameters_a_template_rule_refuses_are_named_with_the_rule_and_its_reas
     ((named, reason),) = Template(parameter_overrides=parameters).refusals()
     assert named == rule
     assert reason
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--source-vpce", "vpce-11112222"], "--source-vpce applies to a private API"),
+        (["--source-vpce", "vpce-xyz"], "a VPC endpoint's id is vpce- and 8 to 17 hex digits"),
+        (["--organization", "org-1"], "an AWS Organization's id is o- and"),
+        (["--parameter", "EndpointType=PRIVATE"], "template.yaml's rule PrivateApiNeedsEndpoints refuses"),
+    ],
+)
+def test_the_dev_server_stops_at_start_where_api_gateway_or_cloudformation_would_refuse(argv, said, capsys):
+    """Given options that cannot hold together, when the dev server starts,
+    then it stops (exit 2) with the reason, before serving anything."""
+    from devserver.__main__ import parse_args, read_template
+
+    with pytest.raises(SystemExit) as stopped:
+        read_template(parse_args(["--parameter", "ClientAuth=AWS_IAM", *argv]))
+    assert stopped.value.code == 2
+    assert said in capsys.readouterr().err
