@@ -437,3 +437,13 @@ class Template:
 @functools.cache
 def default_template() -> Template:
     return Template()
+
+
+@functools.cache
+def template_with(overrides: tuple[tuple[str, str], ...], stack: Stack = STACK) -> Template:
+    """template.yaml read with these parameters' values (sorted pairs) in
+    ``stack``, once per process, so that what is worked out of it (its
+    resolution, its transform: about a second) is too, for every reader:
+    the template tests and scripts/parameter_changes.py. Shared: read it,
+    never change it."""
+    return Template(parameter_overrides=dict(overrides), stack=stack)

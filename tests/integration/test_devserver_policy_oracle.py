@@ -58,8 +58,9 @@ ACTION_PATTERNS = [
 # Each example is a seed, from which a batch is made with random: composite
 # strategies drawing a hundred cases per example took minutes to generate,
 # and a Random of hypothesis' runs out of its buffer. A failure names its
-# seed (hypothesis replays it) and the cases decided otherwise.
-BATCH = 120
+# seed (hypothesis replays it) and the cases decided otherwise. Few large
+# batches: each starts the evaluator (Node) once, half a second.
+BATCH = 600
 
 
 @dataclass(frozen=True)
@@ -205,7 +206,7 @@ def assert_same_decisions(batch: list[tuple[dict, str, str]]) -> None:
     assert not differ, f"{len(differ)} of {len(batch)} decided otherwise, e.g. {differ[:3]}"
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=2, deadline=None)
 @given(st.integers(0, 2**64 - 1))
 def test_the_dev_server_decides_as_the_iam_policy_evaluator_on_generated_policies(seed):
     assert_same_decisions(cases(random.Random(seed)))
@@ -363,7 +364,7 @@ def cross_account_cases(rng: random.Random) -> list[tuple[dict | None, dict | No
     return made
 
 
-CROSS_BATCH = 150
+CROSS_BATCH = 100
 
 
 def assert_same_gateway_decisions(
@@ -436,7 +437,7 @@ def test_the_stacks_resource_policies_decide_alike_for_every_caller():
             "Version": "2012-10-17",
             "Statement": [written_out(s) for s in statements["CustomStatements"]],
         }
-        for _ in range(60):
+        for _ in range(40):
             who = caller(rng)
             request = replace(target(rng), region="us-east-1", account=ACCOUNT, api=APIS[0], stage="v1")
             mine = None if who.account is None else generated_policy(rng, request)

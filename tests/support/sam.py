@@ -11,14 +11,14 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from localrun.template import ROOT, STACK, Stack, Template
+from localrun.template import ROOT, STACK, Stack, Template, template_with
 from localrun.template import sam_transform as transform_sam
 from scripts.sar_template import SarTemplate, build
 
 
-@functools.cache
 def _template(overrides: tuple[tuple[str, str], ...], stack: Stack) -> Template:
-    return Template(parameter_overrides=dict(overrides), stack=stack)
+    # The one cache of every reader of the template, scripts/parameter_changes.py's too.
+    return template_with(overrides, stack)
 
 
 def _translate(overrides: tuple[tuple[str, str], ...], stack: Stack) -> dict[str, Any]:
