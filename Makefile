@@ -169,6 +169,10 @@ unit: venv  ## The fast in-process tests (tests/unit), for every change; make te
 # CLIENT_PROFILE, and CLIENT_COUNTER and OTHER_COUNTER, also what a
 # least-privileged client may and may not do; CLIENT_COUNTERS is the stack's
 # ClientCounters when only URL is given (with STACK it is read from the stack).
+# With OTHER_ACCOUNT_ROLE (a role of another account the stack lets in, with
+# the CallerPolicy output as its policy, to assume) or OTHER_ACCOUNT_PROFILE,
+# and OTHER_ACCOUNT_COUNTER (a counter ClientCounters names), also what a
+# caller of another account may and may not do.
 STACK ?=
 URL ?=
 REGION ?=
@@ -177,12 +181,17 @@ CLIENT_PROFILE ?=
 CLIENT_COUNTER ?=
 OTHER_COUNTER ?=
 CLIENT_COUNTERS ?=
-test-deployed: venv  ## tests/e2e against a deployed stack: STACK=name or URL=https://... (CLIENT_ROLE=arn CLIENT_COUNTER= OTHER_COUNTER=)
+OTHER_ACCOUNT_ROLE ?=
+OTHER_ACCOUNT_PROFILE ?=
+OTHER_ACCOUNT_COUNTER ?=
+test-deployed: venv  ## tests/e2e against a deployed stack: STACK=name or URL=https://... (CLIENT_ROLE=arn CLIENT_COUNTER= OTHER_COUNTER=; OTHER_ACCOUNT_ROLE=arn OTHER_ACCOUNT_COUNTER=)
 	$(if $(STACK)$(URL),,$(error make test-deployed needs STACK=<stack name> or URL=<the stack's ApiUrl>))
 	python -m tests.e2e.deployed --stack "$(STACK)" --url "$(URL)" --region "$(REGION)" \
 		--client-role-arn "$(CLIENT_ROLE)" --client-profile "$(CLIENT_PROFILE)" \
 		--client-counter "$(CLIENT_COUNTER)" --other-counter "$(OTHER_COUNTER)" \
-		--client-counters "$(CLIENT_COUNTERS)"
+		--client-counters "$(CLIENT_COUNTERS)" \
+		--other-account-role-arn "$(OTHER_ACCOUNT_ROLE)" --other-account-profile "$(OTHER_ACCOUNT_PROFILE)" \
+		--other-account-counter "$(OTHER_ACCOUNT_COUNTER)"
 
 docs: venv  ## Build the documentation site into site/ (strict: a broken link or a page missing from the nav fails)
 	mkdocs build --strict --quiet

@@ -423,7 +423,32 @@ class Template:
         with the parameters' values."""
         return self.resolved.holds(expression)
 
+    def refusals(self) -> list[tuple[str, str]]:
+        """The template's Rules that refuse these parameters' values, as
+        CloudFormation would before deploying anything: (the rule, the
+        AssertDescription of each assertion that fails)."""
+        found = []
+        for name, rule in self.raw.get("Rules", {}).items():
+            if "RuleCondition" in rule and not self.holds(rule["RuleCondition"]):
+                continue
+            found += [
+                (name, assertion["AssertDescription"])
+                for assertion in rule["Assertions"]
+                if not self.holds(assertion["Assert"])
+            ]
+        return found
+
 
 @functools.cache
 def default_template() -> Template:
     return Template()
+
+
+@functools.cache
+def template_with(overrides: tuple[tuple[str, str], ...], stack: Stack = STACK) -> Template:
+    """template.yaml read with these parameters' values (sorted pairs) in
+    ``stack``, once per process, so that what is worked out of it (its
+    resolution, its transform: about a second) is too, for every reader:
+    the template tests and scripts/parameter_changes.py. Shared: read it,
+    never change it."""
+    return Template(parameter_overrides=dict(overrides), stack=stack)

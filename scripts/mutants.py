@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 STORE = "layers/core/idblocks_core/dal/counter_store.py"
 NEXT_CACHE = "layers/core/idblocks_core/logic/next_cache.py"
 SAR = "scripts/sar_template.py"
+CALLERS_TEMPLATE = "tests/infra/test_callers_template.py"
 # Each function's own Timeout, and the comment before batch's and admin's.
 TIMEOUT = "      Timeout: !Ref FunctionTimeout\n"
 AS_NEXT = "      # What the parameters set: as NextFunction's, which says why it is here.\n"
@@ -354,6 +355,115 @@ MUTANTS = [
             "tests/infra/test_stack_metrics.py"
             "::test_no_alarm_or_widget_of_one_stack_reads_a_metric_the_other_emits",
         ),
+    ),
+    Mutant(
+        "organization-takes-own-account",
+        "the Organization's allow lets every principal of the stack's own account call next, policy or not",
+        "template.yaml",
+        """                      aws:PrincipalOrgID: !Ref CallerOrganizationId
+                    StringNotEquals:
+                      aws:PrincipalAccount: !Ref AWS::AccountId""",
+        """                      aws:PrincipalOrgID: !Ref CallerOrganizationId""",
+        (
+            CALLERS_TEMPLATE
+            + "::test_a_role_of_the_stacks_account_with_no_policy_may_call_nothing_though_it_is_named",
+        ),
+    ),
+    Mutant(
+        "listed-accounts-take-own-account",
+        "CallerAccounts listing the stack's own account lets its every principal call next",
+        "template.yaml",
+        """                      aws:PrincipalAccount: !Split [",", !Ref CallerAccounts]
+                    StringNotEquals:
+                      aws:PrincipalAccount: !Ref AWS::AccountId""",
+        """                      aws:PrincipalAccount: !Split [",", !Ref CallerAccounts]""",
+        (
+            CALLERS_TEMPLATE
+            + "::test_a_role_of_the_stacks_account_with_no_policy_may_call_nothing_though_it_is_named",
+        ),
+    ),
+    Mutant(
+        "other-accounts-every-counter",
+        "the resource policy lets other accounts take IDs of every counter, whatever ClientCounters says",
+        "template.yaml",
+        """                - Sid: OrganizationTakesIds
+                  Effect: Allow
+                  Principal: "*"
+                  Action: execute-api:Invoke
+                  Resource:
+                    - !Sub "execute-api:/${StageName}/POST/counters/${ClientCounters}/next\"""",
+        """                - Sid: OrganizationTakesIds
+                  Effect: Allow
+                  Principal: "*"
+                  Action: execute-api:Invoke
+                  Resource:
+                    - !Sub "execute-api:/${StageName}/POST/counters/*/next\"""",
+        (CALLERS_TEMPLATE + "::test_callers_in_other_accounts_take_only_the_counters_client_counters_names",),
+    ),
+    Mutant(
+        "no-admin-deny-for-other-accounts",
+        "the admin routes are kept from other accounts only by no statement allowing them",
+        "template.yaml",
+        """              - Sid: AdminOnlyFromThisAccount
+                Effect: Deny""",
+        """              - Sid: AdminOnlyFromThisAccount
+                Effect: Allow""",
+        (
+            CALLERS_TEMPLATE
+            + "::test_a_role_of_another_account_may_call_no_admin_route_and_is_denied_explicitly",
+        ),
+    ),
+    Mutant(
+        "private-any-endpoint",
+        "a private API takes requests through any VPC endpoint",
+        "template.yaml",
+        """                    StringNotEquals:
+                      aws:SourceVpce: !Split [",", !Ref VpcEndpointIds]""",
+        """                    StringEquals:
+                      aws:SourceVpce: "vpce-00000000\"""",
+        (CALLERS_TEMPLATE + "::test_a_private_api_refuses_a_request_through_an_endpoint_it_does_not_list",),
+    ),
+    Mutant(
+        "dev-server-either-across-accounts",
+        "the dev server lets another account's caller in when either policy allows, not both",
+        "devserver/policy.py",
+        "        allowed = identity.allowed and resource_allows",
+        "        allowed = identity.allowed or resource_allows",
+        (
+            "tests/unit/test_devserver_policy.py::test_iam_auth_takes_either_policy_in_the_same_account_and_both_from_another",
+            "tests/integration/test_devserver_policy_oracle.py::test_the_stacks_resource_policies_decide_alike_for_every_caller",
+        ),
+    ),
+    Mutant(
+        "dev-server-absent-key-matches",
+        "a condition key the request lacks matches: a private API takes requests through no endpoint",
+        "devserver/policy.py",
+        """        if given is None:
+            return negated""",
+        """        if given is None:
+            return not negated""",
+        ("tests/unit/test_devserver_policy.py::test_a_condition_holds_as_iam_evaluates_it",),
+    ),
+    Mutant(
+        "dev-server-own-key-unchecked",
+        "the dev server's own credentials skip the API's resource policy",
+        "devserver/gateway.py",
+        """            who = self.identities.get(key.access_key) or self._own()
+            self._authorize(who, method, received.path)""",
+        """            who = self.identities.get(key.access_key) or self._own()
+            if who.policy is not None:
+                self._authorize(who, method, received.path)""",
+        (
+            "tests/e2e/test_least_privilege.py::test_a_private_api_refuses_a_request_through_an_endpoint_it_does_not_list",
+        ),
+    ),
+    Mutant(
+        "client-no-region-from-private-host",
+        "the client finds no region in a private API's endpoint-specific host name",
+        "client/idblocks/auth.py",
+        "(?:-vpce-[0-9a-f]+)?\\.execute-api",
+        "\\.execute-api",
+        ("tests/unit/test_client_http.py::test_iam_auth_signs_a_private_apis_url_for_its_region_and_host",),
     ),
     Mutant(
         "no-pitr",

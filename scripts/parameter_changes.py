@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from localrun.template import Template, default_template
+from localrun.template import default_template, template_with
 
 # Resource types whose replacement or deletion changes what callers hold.
 HELD = {
@@ -54,6 +54,9 @@ CERTIFICATE = "arn:aws:acm:us-east-1:123456789012:certificate/1"
 DOMAIN = {"CustomDomainName": "ids.example.com", "CustomDomainCertificateArn": CERTIFICATE}
 API_KEYS = {"ClientAuth": "API_KEY"}
 KEPT_TABLE = "idblocks-CountersTable-1A2B3C4D5E6F"
+ORGANIZATION = "o-abcdefghij"
+ENDPOINTS = {"VpcEndpointIds": "vpce-0123456789abcdef0"}
+PRIVATE = {"EndpointType": "PRIVATE"}
 CHANGES: dict[str, list[tuple[dict[str, str], str, str]]] = {
     "StageName": [({}, "v1", "v2")],
     # Between any two: each value has resources of its own.
@@ -76,6 +79,18 @@ CHANGES: dict[str, list[tuple[dict[str, str], str, str]]] = {
     # Onto the table a deleted stack of the same name left, and back.
     "ExistingCountersTable": [({}, "", KEPT_TABLE), ({}, KEPT_TABLE, "")],
     "CounterRepairRoleArn": [({}, "", "arn:aws:iam::123456789012:role/id-repair")],
+    "CallerOrganizationId": [({}, "", ORGANIZATION)],
+    "CallerAccounts": [({}, "", "210987654321,111122223333")],
+    "EndpointType": [({}, "REGIONAL", "PRIVATE"), ({}, "PRIVATE", "REGIONAL")],
+    "VpcEndpointIds": [(PRIVATE, ENDPOINTS["VpcEndpointIds"], "vpce-0123456789abcdef0,vpce-11112222")],
+}
+
+# Values the template's rules refuse without others: a stack with one of
+# them has those too, so a change to or from it changes them in the same
+# update. A private API needs its endpoints, and endpoints are refused
+# without a private API.
+ALONG: dict[tuple[str, str], dict[str, str]] = {
+    ("EndpointType", "PRIVATE"): ENDPOINTS,
 }
 
 # Held resources a change replaces or deletes on purpose: (parameter, the
@@ -122,6 +137,8 @@ class Change:
     # those of ``deleted`` whose DeletionPolicy keeps them: they leave the
     # stack, not the account
     retained: tuple[str, ...] = ()
+    # other parameters the same update changes (ALONG): (name, before, after)
+    along: tuple[tuple[str, str, str], ...] = ()
 
     def held(self, ids: tuple[str, ...]) -> tuple[str, ...]:
         types = dict(self.types)
@@ -132,7 +149,7 @@ class Change:
 def _deployed(settings: tuple[tuple[str, str], ...]) -> dict[str, Any]:
     """The resources CloudFormation creates with these parameter values: the
     transformed template without those a false condition leaves out."""
-    return Template(parameter_overrides=dict(settings)).created
+    return template_with(settings).created
 
 
 @functools.cache
@@ -193,10 +210,24 @@ def _names(value: Any) -> set[str]:
     return found
 
 
+def values_of(parameter: str, value: str, settings: dict[str, str]) -> dict[str, str]:
+    """The parameters given (the others keep their defaults) of a stack
+    where ``parameter`` is ``value``: ``settings``, and what ALONG says
+    goes with that value."""
+    return settings | ALONG.get((parameter, value), {}) | {parameter: value}
+
+
 def change(parameter: str, before: str, after: str, settings: dict[str, str] | None = None) -> Change:
     settings = dict(settings or {})
-    old = _deployed(tuple(sorted((settings | {parameter: before}).items())))
-    new = _deployed(tuple(sorted((settings | {parameter: after}).items())))
+    old_values, new_values = values_of(parameter, before, settings), values_of(parameter, after, settings)
+    defaults = default_template().parameters
+    along = tuple(
+        (name, old_values.get(name, defaults[name]), new_values.get(name, defaults[name]))
+        for name in sorted((set(old_values) | set(new_values)) - {parameter})
+        if old_values.get(name, defaults[name]) != new_values.get(name, defaults[name])
+    )
+    old = _deployed(tuple(sorted(old_values.items())))
+    new = _deployed(tuple(sorted(new_values.items())))
     values = (before, after)
     renamed: dict[str, str] = {}  # new logical id -> old, for a resource whose id changed
     gone = {_identity(k, r, values): k for k, r in old.items() if k not in new}
@@ -255,6 +286,7 @@ def change(parameter: str, before: str, after: str, settings: dict[str, str] | N
         deleted=tuple(sorted({shown(k) for k in deleted})),
         types=tuple(sorted(types.items())),
         retained=tuple(sorted({shown(k) for k in retained})),
+        along=along,
     )
 
 
@@ -340,11 +372,12 @@ def table() -> str:
         for logical_id, why in on_purpose(each).items():
             reasons[each.parameter, logical_id] = why
         effect = (each.updated, each.replaced, each.created, each.deleted, each.retained)
-        grouped.setdefault((each.parameter, each.before, each.settings, *effect), []).append(each)
+        grouped.setdefault((each.parameter, each.before, each.settings, each.along, *effect), []).append(each)
     for (
         parameter,
         before,
         settings,
+        along,
         updated,
         replaced,
         created,
@@ -356,6 +389,7 @@ def table() -> str:
         if after == _value(before):
             after = "another"
         change_text = f"{_value(before)} → {after}"
+        change_text += "".join(f", `{name}` {_value(old)} → {_value(new)}" for name, old, new in along)
         if settings:
             change_text += " (with " + ", ".join(_setting(name, value) for name, value in settings) + ")"
         cells = [_ids(ids, functions) for ids in (updated, replaced, created)] + [

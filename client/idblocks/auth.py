@@ -139,9 +139,17 @@ class IamAuth:
         return dict(request.headers.items())
 
 
+# An API's own host name, which names its region: <api-id>.execute-api.<region>.amazonaws.com,
+# and a private API's through one of its VPC endpoints, <api-id>-<vpce-id>.execute-api...
+# (API Gateway developer guide, "Invoke a private API"); .amazonaws.com.cn in China.
+_EXECUTE_API_HOST = re.compile(
+    r"[a-z0-9]+(?:-vpce-[0-9a-f]+)?\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?"
+)
+
+
 def region_of(url: str) -> str | None:
     """The region an execute-api URL names (None for any other URL)."""
-    match = re.match(r"^[a-z0-9]+\.execute-api\.([a-z0-9-]+)\.amazonaws\.com", urlparse(url).hostname or "")
+    match = _EXECUTE_API_HOST.fullmatch(urlparse(url).hostname or "")
     return match.group(1) if match else None
 
 

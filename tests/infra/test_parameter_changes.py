@@ -83,6 +83,35 @@ def test_changing_the_minimum_tls_version_deploys_the_api_again(before, after):
     assert "ApiDeployment" in described.replaced
 
 
+@pytest.mark.parametrize(
+    "parameter", ["CallerOrganizationId", "CallerAccounts", "EndpointType", "VpcEndpointIds"]
+)
+def test_a_change_of_who_may_call_updates_the_api_in_place_and_deploys_it_again(parameter):
+    """The API's resource policy applies with its next deployment (API
+    Gateway developer guide, "Create and attach an API Gateway resource
+    policy to an API"), and the SAM transform makes one when the definition
+    it writes the policy into changes. A RestApi has no create-only
+    property: a change of endpoint type updates it, its id and URL kept."""
+    assert parameter_changes.create_only("AWS::ApiGateway::RestApi") == ()
+    for each in (c for c in CHANGES if c.parameter == parameter):
+        assert "Api" in each.updated, each
+        assert "ApiDeployment" in each.replaced, each
+        assert each.held(each.replaced) == each.held(each.deleted) == (), each
+
+
+def test_a_private_api_is_made_and_unmade_with_its_endpoints():
+    """A template rule refuses a private API without VpcEndpointIds and
+    endpoints without a private API: the change of one is the other's too."""
+    to_private, to_regional = (
+        change("EndpointType", *values) for values in (("REGIONAL", "PRIVATE"), ("PRIVATE", "REGIONAL"))
+    )
+    assert to_private.along == (("VpcEndpointIds", "", parameter_changes.ENDPOINTS["VpcEndpointIds"]),)
+    assert to_regional.along == (("VpcEndpointIds", parameter_changes.ENDPOINTS["VpcEndpointIds"], ""),)
+    for values in (("REGIONAL", {}), ("PRIVATE", {})):
+        stack = parameter_changes.values_of("EndpointType", values[0], values[1])
+        assert Template(parameter_overrides=stack).refusals() == [], stack
+
+
 @pytest.mark.parametrize("described", CHANGES, ids=CHANGE_IDS)
 def test_every_change_to_the_api_is_deployed(described):
     """API Gateway serves a stage from a deployment, a snapshot of the API:

@@ -221,6 +221,35 @@ test("IamAuth without credentials anywhere is MissingCredentials, and the Sequen
   await seq.close();
 });
 
+test("IamAuth names its region from a private API's endpoint-specific host, and signs for it over that host", async () => {
+  const saved = { AWS_REGION: process.env["AWS_REGION"], AWS_DEFAULT_REGION: process.env["AWS_DEFAULT_REGION"] };
+  delete process.env["AWS_REGION"];
+  delete process.env["AWS_DEFAULT_REGION"];
+  try {
+    const auth = new IamAuth({
+      credentials: () => Promise.resolve({ accessKeyId: "AKIDEXAMPLE", secretAccessKey: "secret" }),
+      signingDate: () => new Date("2026-11-23T12:00:00Z"),
+    });
+    const cases: [string, string][] = [
+      ["https://a1b2c3d4e5-vpce-0123456789abcdef0.execute-api.eu-west-2.amazonaws.com/v1", "eu-west-2"],
+      ["https://a1b2c3d4e5-vpce-11112222.execute-api.cn-north-1.amazonaws.com.cn/v1", "cn-north-1"],
+    ];
+    for (const [url, region] of cases) {
+      assert.equal(auth.regionFor(url), region);
+      const headers = await auth.headers("POST", `${url}/counters/orders/next`, undefined);
+      assert.match(String(headers["authorization"]), new RegExp(`/20261123/${region}/execute-api/aws4_request, SignedHeaders=[a-z0-9;-]*host`));
+    }
+    for (const url of ["https://a1b2c3d4e5.execute-api.eu-west-1.amazonaws.com.example.com/v1", "https://a1b2c3d4e5-other.execute-api.eu-west-1.amazonaws.com/v1"]) {
+      assert.throws(() => new HttpBackend(url, { auth: new IamAuth() }), MissingRegion);
+    }
+  } finally {
+    for (const [key, value] of Object.entries(saved)) {
+      if (value === undefined) Reflect.deleteProperty(process.env, key);
+      else process.env[key] = value;
+    }
+  }
+});
+
 test("IamAuth names its region from the execute-api host, else the environment, else refuses at construction", () => {
   const saved = { AWS_REGION: process.env["AWS_REGION"], AWS_DEFAULT_REGION: process.env["AWS_DEFAULT_REGION"] };
   delete process.env["AWS_REGION"];

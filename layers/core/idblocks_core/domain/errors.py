@@ -129,11 +129,16 @@ _CATALOGUE = (
     ErrorCode(
         "access_denied",
         403,
-        "The caller is authenticated but its IAM policy does not allow execute-api:Invoke on this route "
-        "(or on this counter: a client policy may name only some counters).",
+        "The caller's IAM policy does not allow execute-api:Invoke on this route (or on this counter: a "
+        "client policy may name only some counters), or the API's resource policy refuses it: a caller "
+        "of an account the stack does not let in (CallerOrganizationId, CallerAccounts), an admin route "
+        "called from another account, a private API called through an endpoint VpcEndpointIds does not "
+        "list.",
         "no",
         "Attach the stack's ClientPolicyArn (next, batch) or AdminPolicyArn policy to the caller's role, "
-        "or grant execute-api:Invoke on the route's ARN; nothing on Lambda is needed.",
+        "or grant execute-api:Invoke on the route's ARN; nothing on Lambda is needed. From another "
+        "account: deploy with it in CallerOrganizationId or CallerAccounts, and attach the CallerPolicy "
+        "output's policy in that account. A private API: call it through an endpoint VpcEndpointIds lists.",
         "gateway",
     ),
     ErrorCode(
