@@ -3,19 +3,8 @@ Always behind AWS_IAM (see template.yaml)."""
 
 from typing import Any
 
+from idblocks_core.api import fields as f
 from idblocks_core.api import gateway as http
-from idblocks_core.api.fields import (
-    CACHE,
-    CURSOR,
-    LIMIT,
-    LIST_DELETED,
-    MAX,
-    NAME,
-    NEW_NAME,
-    NEXT,
-    SET_DELETED,
-    START,
-)
 from idblocks_core.core import core, invocation_deadline
 from idblocks_core.observability import lambda_entry
 
@@ -29,7 +18,7 @@ CONFLICTS = ("counter_would_move_back", "region_mismatch", "next_beyond_max")
     "POST",
     "/admin/counters",
     summary="Create a counter",
-    fields=(NEW_NAME, START, MAX, CACHE),
+    fields=(f.NEW_NAME, f.START, f.MAX, f.CACHE),
     body="CreateCounterRequest",
     answers=(201, "CounterState", "counter_exists", "below_high_water_mark"),
     **ADMIN,
@@ -43,25 +32,21 @@ def create_counter(request: http.Request) -> dict[str, Any]:
     "GET",
     "/admin/counters",
     summary="List counters, a page at a time (deleted ones too, with deleted=true)",
-    fields=(LIMIT, CURSOR, LIST_DELETED),
+    fields=(f.LIMIT, f.CURSOR, f.LIST_DELETED),
     answers=(200, "CounterPage"),
     **ADMIN,
 )
 def list_counters(request: http.Request) -> dict[str, Any]:
     counters, next_cursor = core().admin.list(request["limit"], request["cursor"], request["deleted"])
     page: dict[str, Any] = {"counters": [c.as_dict() for c in counters], "cursor": next_cursor}
-    if request["deleted"] is True:
-        # So that a client can tell this page from one of a service that
-        # ignores the parameter and lists live counters alone.
-        page["deleted"] = True
-    return http.json_response(200, page)
+    return http.json_response(200, page | ({"deleted": True} if request["deleted"] is True else {}))
 
 
 @routes.route(
     "GET",
     BY_NAME,
     summary="Read a counter",
-    fields=(NAME,),
+    fields=(f.NAME,),
     answers=(200, "CounterState", "counter_not_found"),
     **ADMIN,
 )
@@ -72,18 +57,16 @@ def get_counter(request: http.Request) -> dict[str, Any]:
 @routes.route(
     "PUT",
     BY_NAME,
-    summary="Move a counter forward (never back), change its cache setting, or both; "
-    "with deleted, a deleted counter's kept mark",
-    fields=(NAME, NEXT, CACHE, SET_DELETED),
+    summary="Move a counter forward (never back) or change its cache setting; or a deleted one's mark",
+    fields=(f.NAME, f.NEXT, f.CACHE, f.SET_DELETED),
     body="UpdateCounterRequest",
     one_of=("next", "cache"),
     answers=(200, "CounterState", "counter_not_found", *CONFLICTS),
     **ADMIN,
 )
 def update_counter(request: http.Request) -> dict[str, Any]:
-    counter = core().admin.update(
-        request["name"], next_id=request["next"], cache=request["cache"], deleted=request["deleted"]
-    )
+    admin, name = core().admin, request["name"]
+    counter = admin.update(name, next_id=request["next"], cache=request["cache"], deleted=request["deleted"])
     return http.json_response(200, counter.as_dict())
 
 
@@ -91,7 +74,7 @@ def update_counter(request: http.Request) -> dict[str, Any]:
     "DELETE",
     BY_NAME,
     summary="Delete a counter; its high-water mark is kept",
-    fields=(NAME,),
+    fields=(f.NAME,),
     answers=(204, None, "counter_not_found"),
     **ADMIN,
 )

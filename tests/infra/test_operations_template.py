@@ -231,7 +231,8 @@ def test_the_operating_docs_show_the_saved_queries_as_the_stack_saves_them():
             block = None
         elif block is not None:
             block.append(line)
-    blocks = [b for b in blocks if 'message = "allocation"' in b]
+    # The Logs Insights queries (a filter-log-events pattern says $.message instead).
+    blocks = [b for b in blocks if 'filter message = "allocation"' in b]
 
     def code(text: str) -> list[str]:
         return [line for line in text.strip().splitlines() if not line.lstrip().startswith("#")]
