@@ -304,9 +304,11 @@ def _integers_as_int64(node: Any) -> Any:
 def _schema(spec: Any, parameters: dict[str, str]) -> dict[str, Any]:
     """A field's schema as shown: its maximum from the template's default where
     the deployment sets it; an optional field without a default may be null
-    (the use case then takes its default)."""
+    (the use case then takes its default). A body field's default is said in
+    its description alone: generators (openapi-typescript among them) make a
+    property with a default a required one, and a caller need not send it."""
     schema = spec.schema | ({"maximum": int(parameters[spec.maximum_from])} if spec.maximum_from else {})
-    if spec.default is not None:
+    if spec.default is not None and spec.where != "body":
         schema |= {"default": spec.default}
     elif not spec.required:
         schema = {"anyOf": [schema, {"type": "null"}]}

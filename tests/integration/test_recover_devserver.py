@@ -13,6 +13,7 @@ every ID handed out; a dry run and a second run change nothing."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -70,6 +71,12 @@ def restored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Restored]:
     embedded = EmbeddedDynamoDB().start()
     try:
         dynamodb = client(embedded.endpoint, credentials=LOCAL_CREDENTIALS)
+        # moto in server mode keeps its tables for the whole process, shared
+        # with every test file a worker ran before: begin, as a first deploy
+        # does, with none of these tables
+        for table in (LIVE, RESTORED, OLD):
+            with contextlib.suppress(dynamodb.exceptions.ResourceNotFoundException):
+                dynamodb.delete_table(TableName=table)
         highest: dict[str, int] = {}
 
         def took(reply: Any) -> None:
