@@ -199,6 +199,46 @@ def commands_table() -> set[str]:
     return set(re.findall(r"^\| `make ([a-z-]+)`", section, re.MULTILINE))
 
 
+# What make test ran, one after another, before it ran several at a time:
+# each must still run, and before the suites.
+TEST_CHECKS = (
+    "ruff check .",
+    "ruff format --check .",
+    "\nmypy\n",
+    "mypy --python-version 3.11 client/idblocks",
+    "cfn-lint template.yaml",
+    "sam validate --lint\n",
+    "cfn-lint build/sar/template.yaml",
+    "npx eslint .",
+    "openapi-spec-validator docs/openapi.json",
+    "npx redocly lint ../docs/openapi.json",
+    "checkov -f template.yaml -f build/sar/template.yaml",
+    "sam build",
+    "mkdocs build --strict",
+    "node --test dist/test/unit/",
+)
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_test_runs_every_check_several_at_a_time_and_then_the_suites():
+    """make test's checks and installs, which ran one after another, run
+    TEST_JOBS at a time with each target's output kept whole; none is left
+    out, and the suites start once all have passed."""
+    shown = subprocess.run(
+        ["make", "-n", "-f", str(MAKEFILE), "test", "TEST_JOBS=3"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    setup = "lint security build docs node-test api-tools iam-simulator"
+    assert f"-j3 --output-sync=target {setup}" in shown, shown
+    suites = shown.index("python -m pytest -n auto --dist loadfile")
+    for check in TEST_CHECKS:
+        assert -1 < shown.find(check) < suites, f"make test no longer runs {check.strip()!r} first"
+
+
 def test_every_make_target_is_in_the_commands_table_and_in_make_help():
     """The table left out help, venv, lint, security, build, unit and clean."""
     documented = makefile_targets(documented_only=True)
