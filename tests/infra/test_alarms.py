@@ -89,8 +89,10 @@ def test_counter_low_reads_the_metric_the_allocations_emit():
     assert {(namespace, name) for namespace, name, _ in stats} == {
         (variables["POWERTOOLS_METRICS_NAMESPACE"], "CounterRangeLeftPercent")
     }
+    # The service is the stack's name (Globals, as written: a Ref CloudFormation resolves).
+    assert variables["POWERTOOLS_SERVICE_NAME"] == {"Ref": "AWS::StackName"}
     assert [dimensions for _, _, dimensions in stats] == [
-        {"service": variables["POWERTOOLS_SERVICE_NAME"], "route": route} for route in ("next", "batch")
+        {"service": STACK.name, "route": route} for route in ("next", "batch")
     ]
     assert str(alarm["Threshold"]) == "25"
     assert alarm["ComparisonOperator"] == "LessThanThreshold"

@@ -8,6 +8,7 @@ counter_moved_back) is raised as CounterMovedBack at once, never retried."""
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
@@ -19,9 +20,11 @@ from idblocks import (
     RetryPolicy,
     Sequence,
     ServiceError,
+    ServiceUnavailable,
     cli,
 )
 from idblocks.async_backend import AsyncHttpBackend
+from idblocks.block import Block
 from idblocks.testing import AsyncMemoryBackend, MemoryBackend
 from tests.support.stub_http import StubServer
 from tests.support.waiting import wait_until
@@ -204,3 +207,38 @@ def test_the_command_line_says_the_counter_moved_back_and_what_to_do(capsys):
     assert "at or below 30" in err
     assert "idblocks set orders" in err
     assert len(stub.requests) == 1
+
+
+class SlowToAnswer(MemoryBackend):
+    """Answers the next block request only once ``go`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = threading.Event()
+        self.go.set()
+
+    def allocate(self, counter: str, count: int, *, idempotency_key: str | None = None) -> Block:
+        assert self.go.wait(30)
+        return super().allocate(counter, count, idempotency_key=idempotency_key)
+
+
+def test_a_block_that_overlaps_answered_after_its_caller_stopped_waiting_is_told_to_the_next():
+    # Given a Sequence that used its first block, and a counter that moved back
+    backend = SlowToAnswer()
+    seq = Sequence(backend, "orders", block_size=10, prefetch=False, wait_timeout=0.05)
+    first, _ = draw(seq, 10)
+    backend.move_back(4)
+    # When the caller that asked for the next block stops waiting before the
+    # overlapping block is answered
+    backend.go.clear()
+    with pytest.raises(ServiceUnavailable):
+        seq.next_id()
+    backend.go.set()
+    assert wait_until(lambda: backend.calls == 2 and not seq._fetching)  # white-box: settled
+    # Then the next caller is told, before any block is asked for again
+    with pytest.raises(CounterMovedBack):
+        seq.next_id()
+    assert backend.calls == 2
+    later, told = draw(seq, 2)
+    seq.close()
+    assert (first, later, told) == (list(range(1, 11)), [14, 15], [])
