@@ -241,7 +241,7 @@ bench: build node  ## Benchmarks (not tests): client, node, server, scale (simul
 
 clean:  ## Remove everything generated (environments included); DEV_STATE=1 also the dev counters
 	rm -rf .aws-sam $(VENV) $(CHECKOV_VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis .schemathesis .test-repeat \
-		build dist client/build bench/.cache $(NODE_DIR)/node_modules $(NODE_DIR)/dist $(NODE_DIR)/*.tgz site \
+		build dist client/build bench/.cache .cache $(NODE_DIR)/node_modules $(NODE_DIR)/dist $(NODE_DIR)/*.tgz site \
 		$(API_TOOLS)/node_modules $(API_TOOLS)/generated $(API_TOOLS)/dist $(IAM_DIR)/node_modules
 	find . -path ./.git -prune -o \( -name __pycache__ -o -name '*.egg-info' \) -type d -prune -exec rm -rf {} +
 ifeq ($(DEV_STATE),1)

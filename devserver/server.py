@@ -42,7 +42,7 @@ from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 from devserver.gateway import Denied, Gateway, Stamp, received_from, target_as_sent
 from devserver.sigv4 import ERROR_TYPES, Refused
 from localrun.invoke import LocalContext, load_handler
-from localrun.template import ROOT, FunctionSpec, default_template
+from localrun.template import ROOT, FunctionSpec, default_template, parsed_template
 
 log = logging.getLogger("devserver")
 # As every answer of the API's (idblocks_core.api.gateway).
@@ -147,9 +147,10 @@ def quiet_function_logs(service: str) -> None:
 
 
 def load_api(template_path: Path, parameter_overrides: dict[str, str]) -> Api:
-    """The API as `sam local start-api` reads it from the template."""
+    """The API as `sam local start-api` reads it from the template, parsed
+    as SAM CLI parses it (parsed_template: once for each text of it)."""
     stacks, _ = SamLocalStackProvider.get_stacks(
-        str(template_path),
+        template_dictionary=parsed_template(template_path),
         parameter_overrides=parameter_overrides,
         language_extensions_enabled=True,
     )

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
+import json
 import logging
 import os
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # What leaves a property (or a list's entry) out where a condition says so.
 NO_VALUE = {"Ref": "AWS::NoValue"}
 TEMPLATE = ROOT / "template.yaml"
+log = logging.getLogger(__name__)
 
 # Where a local run (the dev server, the in-process tests, the benchmarks)
 # departs from a deployment's default, unless told otherwise: next/batch
@@ -239,10 +243,50 @@ class RouteAuth:
     api_key: bool
 
 
+# Parsed templates, as JSON named by the SHA-256 of the template's bytes.
+# PyYAML's pure-Python loader (SAM CLI's, for its tags) takes about half a
+# second of CPU over template.yaml, and every dev server and test process
+# reads it (a dev server twice: here and in SAM CLI's API provider); JSON
+# reads back in milliseconds. A changed template is other bytes, so it is
+# parsed anew, never read from an entry of its old text.
+PARSED_CACHE = ROOT / ".cache" / "parsed-templates"
+
+
+def parsed_template(path: Path) -> dict[str, Any]:
+    """The template file at ``path`` as SAM CLI's yaml_parse reads it, a
+    copy of its own for the caller to change."""
+    return copy.deepcopy(_parsed(path.read_bytes()))
+
+
 @functools.cache
-def _parsed(path: Path, modified: int) -> dict[str, Any]:
-    """A template file parsed, once for each time it is written."""
-    return dict(yaml_parse(path.read_text()))
+def _parsed(text: bytes) -> dict[str, Any]:
+    """A template's text parsed, once per process (by its bytes, not its
+    file's time, which two writes within a clock tick share)."""
+    entry = PARSED_CACHE / f"{hashlib.sha256(text).hexdigest()}.json"
+    try:
+        return dict(json.loads(entry.read_bytes()))
+    except (OSError, ValueError):
+        pass  # not cached yet, or an entry no reader can use: parse it
+    parsed = dict(yaml_parse(text.decode("utf-8")))
+    _remember(entry, parsed)
+    return parsed
+
+
+def _remember(entry: Path, parsed: dict[str, Any]) -> None:
+    """Keep ``parsed`` in ``entry`` if JSON gives back exactly the same
+    (YAML has values JSON has not, keys that are not strings among them).
+    Written whole under another name and renamed, so that a process never
+    reads an entry another is still writing."""
+    written = json.dumps(parsed)
+    if json.loads(written) != parsed:
+        return
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        partial = entry.with_name(f"{entry.name}.{os.getpid()}.{threading.get_ident()}")
+        partial.write_text(written, encoding="utf-8")
+        os.replace(partial, entry)
+    except OSError as exc:  # a checkout it cannot write to: parse each time, as before
+        log.debug("parsed template not cached in %s: %s", entry.parent, exc)
 
 
 class Template:
@@ -254,7 +298,7 @@ class Template:
     ) -> None:
         self.path = path
         self.stack = stack
-        self.raw: dict[str, Any] = copy.deepcopy(_parsed(path, path.stat().st_mtime_ns))
+        self.raw: dict[str, Any] = parsed_template(path)
         self.resources: dict[str, Any] = self.raw["Resources"]
         self.parameters = {
             name: str(spec.get("Default", "")) for name, spec in self.raw.get("Parameters", {}).items()

@@ -10,6 +10,7 @@ import uuid
 from importlib.metadata import version
 
 import pytest
+from samcli.lib.providers.api_provider import ApiProvider
 from samcli.lib.providers.sam_stack_provider import SamLocalStackProvider
 from samcli.lib.utils.stream_writer import StreamWriter
 from samcli.local.apigw.local_apigw_service import LocalApigwService
@@ -40,7 +41,7 @@ def test_the_signatures_the_dev_server_calls_are_unchanged():
     event = inspect.signature(LocalApigwService._generate_lambda_event).parameters
     assert list(event) == ["self", "flask_request", "route", "method", "endpoint"]
     stacks = inspect.signature(SamLocalStackProvider.get_stacks).parameters
-    assert {"parameter_overrides", "language_extensions_enabled"} <= set(stacks)
+    assert {"template_dictionary", "parameter_overrides", "language_extensions_enabled"} <= set(stacks)
     assert callable(StreamWriter.write_str)
 
 
@@ -48,6 +49,25 @@ def test_sam_reads_the_templates_routes():
     api = load_api(ROOT / "template.yaml", {})
     found = {(method, route.path): route.function_name for route in api.routes for method in route.methods}
     assert found == EXPECTED_ROUTES
+
+
+def test_the_api_from_the_parsed_template_is_the_api_sam_reads_from_the_file():
+    """load_api hands SAM CLI the template parsed (and cached) as SAM CLI
+    parses it, with no file: SAM CLI reads the same routes, events and all,
+    as from the file, where a path it resolved against the file would show."""
+    parameters = {"ClientAuth": "API_KEY"}
+    stacks, _ = SamLocalStackProvider.get_stacks(
+        str(ROOT / "template.yaml"), parameter_overrides=parameters, language_extensions_enabled=True
+    )
+    from_file = ApiProvider(stacks, cwd=str(ROOT)).api
+    given = load_api(ROOT / "template.yaml", parameters)
+    assert {name: getattr(given, name) for name in vars(given)} == {
+        name: getattr(from_file, name) for name in vars(from_file)
+    }
+    by_route = lambda route: (route.path, sorted(route.methods))  # noqa: E731
+    assert [vars(route) for route in sorted(given.routes, key=by_route)] == [
+        vars(route) for route in sorted(from_file.routes, key=by_route)
+    ]
 
 
 class RecordingRunner(InProcessRunner):
