@@ -498,9 +498,11 @@ def start_server(args: argparse.Namespace, template: Template, runner: Any, gate
 
 
 def serve_until_stopped(server: Any, stopper: _Stopper) -> None:
+    from devserver.server import SHUTDOWN_POLL_SECONDS
+
     try:
         stopper.serving(server)
-        server.serve_forever()
+        server.serve_forever(poll_interval=SHUTDOWN_POLL_SECONDS)
     finally:
         server.server_close()
 

@@ -339,6 +339,12 @@ def create_app(
     return app
 
 
+# How often serve_forever looks whether a stop was asked for: the stop waits
+# for that look, half a second at socketserver's default, which every start
+# and stop of a dev server (hundreds in the test suites) waited out.
+SHUTDOWN_POLL_SECONDS = 0.05
+
+
 def serve(app: Any, host: str, port: int) -> BaseWSGIServer:
     """Bind and return the server (call ``serve_forever`` on it). Raises
     OSError if the address cannot be had: werkzeug would print its own

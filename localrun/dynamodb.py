@@ -143,6 +143,11 @@ class _ItemWriteBudget:
         return self.app(environ, start_response)
 
 
+# How often the serving thread looks whether stop() was called: stop()
+# waits for that look (socketserver's default: every half a second).
+SHUTDOWN_POLL_SECONDS = 0.05
+
+
 class _QuietHandler(MotoRequestHandler):
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         pass  # the dev server logs API requests, not every DynamoDB call
@@ -159,7 +164,9 @@ class EmbeddedDynamoDB:
         self._server: BaseWSGIServer = make_server(
             host, port, self._budget, threaded=True, request_handler=_QuietHandler
         )
-        self._thread = threading.Thread(target=self._server.serve_forever, name="dynamodb", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(SHUTDOWN_POLL_SECONDS,), name="dynamodb", daemon=True
+        )
 
     def limit_item_writes(self, per_second: int | None, clock: Callable[[], float] = time.monotonic) -> None:
         """From now on, at most ``per_second`` writes/s per item (None: no limit)."""
