@@ -24,6 +24,7 @@ from scripts.mutant_verdict import verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 STORE = "layers/core/idblocks_core/dal/counter_store.py"
+DYNAMODB = "layers/core/idblocks_core/dal/dynamodb.py"
 NEXT_CACHE = "layers/core/idblocks_core/logic/next_cache.py"
 SAR = "scripts/sar_template.py"
 # Each function's own Timeout, and the comment before batch's and admin's.
@@ -181,7 +182,7 @@ MUTANTS = [
     Mutant(
         "backoff-past-deadline",
         "the store sleeps a backoff whatever time the invocation has left",
-        STORE,
+        DYNAMODB,
         "            if left is not None and left - delay < _SHORTEST_ATTEMPT_SECONDS:",
         "            if False:",
         ("tests/integration/test_deadline.py::test_the_store_gives_up_before_the_cutoff",),

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
-from idblocks_core.dal.counter_store import CounterStore, deadline
+from idblocks_core.dal.counter_store import CounterStore
+from idblocks_core.dal.dynamodb import deadline
 from idblocks_core.logic.admin import CounterAdmin
 from idblocks_core.logic.allocation import IdAllocator
 from idblocks_core.logic.next_cache import forget_all_cached_blocks

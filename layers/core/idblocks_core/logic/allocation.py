@@ -42,7 +42,8 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from idblocks_core.dal.counter_store import CounterStore, DynamoDbTime, StaleToken, timed_calls
+from idblocks_core.dal.counter_store import CounterStore, StaleToken
+from idblocks_core.dal.dynamodb import DynamoDbTime, timed_calls
 from idblocks_core.domain.errors import CounterDeleted, CounterExists, CounterNotFound
 from idblocks_core.domain.model import Block
 from idblocks_core.domain.rules import DEFAULT_MAX_ID, check_count, check_idempotency_key, check_name
