@@ -49,6 +49,14 @@ environment whose block expired unused asks whether its write is still the
 counter's last (still_last_allocation: hwm is still the block's end and the
 token still the write's) before serving the rest.
 
+A function environment that has taken IDs from a counter sends the highest
+of them with every allocation (``taken_up_to``; logic/taken_marks.py keeps
+them), and the write holds only while hwm is at or above it. A counter whose
+item moved back (a table restored from a backup, an item lowered by hand)
+refuses, whole, a block that would hand out IDs again: CounterMovedBack. As a
+condition of the write itself, the refusal takes nothing and writes no token,
+so no retry of the same Idempotency-Key can find the write and replay it.
+
 Every error from DynamoDB leaves here as a domain error (dal/dynamodb.py's
 ``domain_error``); a refused condition is not an error but the item as it
 was, from which the store says why it was refused.
@@ -70,6 +78,7 @@ from idblocks_core.domain.errors import (
     CounterDeleted,
     CounterExhausted,
     CounterExists,
+    CounterMovedBack,
     CounterNotFound,
     CounterWouldMoveBack,
     InvalidInput,
@@ -233,6 +242,7 @@ class CounterStore:
         *,
         cached_next: bool = False,
         keyed: bool = False,
+        taken_up_to: int | None = None,
     ) -> Block:
         """Hand out the next ``count`` IDs of ``name``, or raise.
 
@@ -249,6 +259,13 @@ class CounterStore:
         another environment, asking another size) a write whose token starts
         ``token/`` is this one's, and a retry gets the block it took, of the
         size it took.
+
+        ``taken_up_to``: the highest ID the caller already took from the
+        counter (logic/taken_marks.py). The write is refused with
+        CounterMovedBack, taking nothing and leaving no token a retry could
+        find, where the counter's last ID is below it: its next block would
+        hand some of those IDs out again. As every ID of a counter is in its
+        residue, hwm >= taken_up_to is "the block starts above it".
         """
         step = self.step
         span = count * step
@@ -280,6 +297,9 @@ class CounterStore:
             condition += " AND (attribute_not_exists(#token) OR NOT begins_with(#token, :ours))"
         else:
             condition += " AND (attribute_not_exists(#token) OR #token <> :token)"
+        if taken_up_to is not None:
+            values[":taken"] = _n(taken_up_to)
+            condition += " AND #hwm >= :taken"
         if cached_next and count > 1:
             # Any setting allows one ID; an item from before the setting has
             # no cache_span, reads as cache 1 and allows no more.
@@ -297,7 +317,7 @@ class CounterStore:
             block = self._taken(response["Attributes"], span, written)
         else:
             block = self._refused_allocation(
-                name, response["failed"], span, token, replay_window, cached_next
+                name, response["failed"], span, token, replay_window, cached_next, taken_up_to
             )
         return self._noting_gaps(name, block, unanswered)
 
@@ -357,6 +377,7 @@ class CounterStore:
         token: str,
         replay_window: timedelta,
         cached_next: bool = False,
+        taken_up_to: int | None = None,
     ) -> Block:
         """Why an allocation of ``span`` was refused, given the item as it
         was (``{}`` for none): raised as a domain error, or, when the item
@@ -385,6 +406,10 @@ class CounterStore:
                     hwm - taken + step, hwm, replayed=True, step=step, token=found, cache=_cache_of(item)
                 )
             raise StaleToken
+        # Before the setting and the room: a counter behind what was taken
+        # from it is the one thing an operator must hear about.
+        if taken_up_to is not None and hwm < taken_up_to:
+            raise CounterMovedBack(name, hwm + step, hwm + span, taken_up_to)
         if cached_next and _cache_span_of(item, step) < span:
             raise CacheBelowCount(name, count, _cache_of(item))
         raise CounterExhausted(name, count, hwm + step, int(item["max_id"]["N"]), step)
