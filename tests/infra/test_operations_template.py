@@ -12,6 +12,7 @@ import pytest
 
 from idblocks_core.logic.allocation import ALLOCATION_RECORD
 from localrun.template import STACK
+from tests.support.restore import refuse_on_both_routes
 from tests.support.sam import translate
 
 FUNCTIONS = {"NextFunction": "next", "BatchFunction": "batch", "AdminFunction": "admin"}
@@ -159,11 +160,12 @@ def emitted_metrics(capsys) -> set[tuple[str, str, tuple[tuple[str, str], ...]]]
     return found
 
 
-def test_the_dashboards_own_metrics_are_what_the_allocations_emit(api, capsys):
+def test_the_dashboards_own_metrics_are_what_the_allocations_emit(api, dynamodb, capsys):
     """Every way of taking IDs run once (batch, next uncached, next from a
-    cache, its block): each metric of the service's namespace on the
-    dashboard is one the code emitted with those dimensions, and every
-    metric the code emitted is on the dashboard."""
+    cache, its block), and of being refused one from a counter that moved
+    back: each metric of the service's namespace on the dashboard is one the
+    code emitted with those dimensions, and every metric the code emitted is
+    on the dashboard."""
     capsys.readouterr()
     assert api.call("batch", name="orders", body={"count": 5}).status == 200
     assert api.call("next-post", name="orders").status == 200
@@ -171,6 +173,7 @@ def test_the_dashboards_own_metrics_are_what_the_allocations_emit(api, capsys):
     # A cached counter's first block in an environment is one ID: the third
     # call is served from the second block.
     assert [api.call("next-post", name="members").status for _ in range(3)] == [200, 200, 200]
+    refuse_on_both_routes(api, dynamodb, "restored")
     emitted = emitted_metrics(capsys)
 
     cfn = translate()
