@@ -88,12 +88,25 @@ $(CHECKOV_VENV)/.installed: requirements/checkov.txt requirements/checkov-lock.t
 dev: venv  ## Run the API on http://127.0.0.1:3000 (DEV_ARGS="--port 3001 --fresh" ...)
 	python -m devserver $(DEV_ARGS)
 
-# The suites over every core, a test file per worker at a time (pytest-xdist,
-# --dist loadfile): a file's module-wide servers and fixtures are made once,
-# and its tests run in order, as they do alone. Every test keeps to its own
-# ports and files, and none asserts on the machine's speed.
-test: lint security build docs node-test api-tools iam-simulator  ## Everything CI runs: lint, security scan, sam build, the docs site, the test suites (Node's too)
-	IDBLOCKS_REQUIRE_BUILD=1 python -m pytest -n auto --dist loadfile
+# What the suites need runs first, TEST_JOBS targets at a time: on a first run
+# most of it is pip and npm fetching packages, and each check is one process,
+# so one core's check overlaps another's download. --output-sync prints each
+# target's output whole when it ends, so a failure reads as it does alone;
+# TEST_JOBS=1 runs them one after another, as `make lint security ...` does.
+TEST_JOBS ?= 4
+TEST_SETUP := lint security build docs node-test api-tools iam-simulator
+
+# Then the suites over every core, a test file per worker at a time
+# (pytest-xdist, --dist loadfile): a file's module-wide servers and fixtures
+# are made once, and its tests run in order, as they do alone. Every test keeps
+# to its own ports and files, and none asserts on the machine's speed. Python
+# may cache bytecode here even where PYTHONDONTWRITEBYTECODE is set: each
+# worker, dev server and child interpreter otherwise compiles the project's
+# modules again, and pytest rewrites every test module's asserts again.
+test:  ## Everything CI runs: lint, security scan, sam build, the docs site, the test suites (Node's too)
+	@echo "make test: $(TEST_SETUP), $(TEST_JOBS) at a time (TEST_JOBS=); each one's output shows when it ends"
+	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target $(TEST_SETUP)
+	PYTHONDONTWRITEBYTECODE= IDBLOCKS_REQUIRE_BUILD=1 python -m pytest -n auto --dist loadfile
 
 test-long: venv build api-tools iam-simulator  ## The test suites with the concurrency proof twenty times longer (pytest --long)
 	IDBLOCKS_REQUIRE_BUILD=1 python -m pytest --long
@@ -106,7 +119,9 @@ test-repeat: venv build api-tools iam-simulator  ## The test suites N times (N=5
 
 # mypy reads its folders from pyproject.toml ([tool.mypy]); the client is
 # checked again as Python 3.11 sees it, the oldest version it supports. The
-# nested-application example is a user's template: linted like ours.
+# nested-application example is a user's template: linted like ours. tsc
+# --strict checks the Node client in `make node`, which lint needs: the same
+# tsconfig.json over the same sources, so lint does not check it a second time.
 NESTED_EXAMPLE := examples/nested-application/template.yaml
 
 lint: venv node api-tools sar  ## ruff, mypy (strict), cfn-lint, sam validate --lint (ours, the one to publish, the nested example); tsc --strict and eslint on the Node client; the OpenAPI document
@@ -117,7 +132,7 @@ lint: venv node api-tools sar  ## ruff, mypy (strict), cfn-lint, sam validate --
 	cfn-lint template.yaml $(NESTED_EXAMPLE)
 	sam validate --lint
 	sam validate --lint -t $(NESTED_EXAMPLE)
-	cd $(NODE_DIR) && npx tsc -p tsconfig.json --noEmit && npx eslint .
+	cd $(NODE_DIR) && npx eslint .
 	openapi-spec-validator docs/openapi.json
 	cd $(API_TOOLS) && npx redocly lint ../docs/openapi.json
 
@@ -169,6 +184,10 @@ unit: venv  ## The fast in-process tests (tests/unit), for every change; make te
 # CLIENT_PROFILE, and CLIENT_COUNTER and OTHER_COUNTER, also what a
 # least-privileged client may and may not do; CLIENT_COUNTERS is the stack's
 # ClientCounters when only URL is given (with STACK it is read from the stack).
+# With OTHER_ACCOUNT_ROLE (a role of another account the stack lets in, with
+# the CallerPolicy output as its policy, to assume) or OTHER_ACCOUNT_PROFILE,
+# and OTHER_ACCOUNT_COUNTER (a counter ClientCounters names), also what a
+# caller of another account may and may not do.
 STACK ?=
 URL ?=
 REGION ?=
@@ -177,12 +196,17 @@ CLIENT_PROFILE ?=
 CLIENT_COUNTER ?=
 OTHER_COUNTER ?=
 CLIENT_COUNTERS ?=
-test-deployed: venv  ## tests/e2e against a deployed stack: STACK=name or URL=https://... (CLIENT_ROLE=arn CLIENT_COUNTER= OTHER_COUNTER=)
+OTHER_ACCOUNT_ROLE ?=
+OTHER_ACCOUNT_PROFILE ?=
+OTHER_ACCOUNT_COUNTER ?=
+test-deployed: venv  ## tests/e2e against a deployed stack: STACK=name or URL=https://... (CLIENT_ROLE=arn CLIENT_COUNTER= OTHER_COUNTER=; OTHER_ACCOUNT_ROLE=arn OTHER_ACCOUNT_COUNTER=)
 	$(if $(STACK)$(URL),,$(error make test-deployed needs STACK=<stack name> or URL=<the stack's ApiUrl>))
 	python -m tests.e2e.deployed --stack "$(STACK)" --url "$(URL)" --region "$(REGION)" \
 		--client-role-arn "$(CLIENT_ROLE)" --client-profile "$(CLIENT_PROFILE)" \
 		--client-counter "$(CLIENT_COUNTER)" --other-counter "$(OTHER_COUNTER)" \
-		--client-counters "$(CLIENT_COUNTERS)"
+		--client-counters "$(CLIENT_COUNTERS)" \
+		--other-account-role-arn "$(OTHER_ACCOUNT_ROLE)" --other-account-profile "$(OTHER_ACCOUNT_PROFILE)" \
+		--other-account-counter "$(OTHER_ACCOUNT_COUNTER)"
 
 docs: venv  ## Build the documentation site into site/ (strict: a broken link or a page missing from the nav fails)
 	mkdocs build --strict --quiet

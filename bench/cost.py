@@ -393,6 +393,7 @@ def template_inputs() -> dict[str, Any]:
         alarm_metrics += 1 if "MetricName" in props else sum("MetricStat" in m for m in props["Metrics"])
     body = template.resources["Dashboard"]["Properties"]["DashboardBody"]
     body = body["Fn::Sub"] if isinstance(body, dict) else body
+    body = body[0] if isinstance(body, list) else body  # the text of an Fn::Sub with variables
     variables = template.raw["Globals"]["Function"]["Environment"]["Variables"]
     namespace = variables["POWERTOOLS_METRICS_NAMESPACE"]
     custom = {

@@ -5,8 +5,9 @@ python -m devserver [--port 3000] [--host 127.0.0.1] [--fresh]
                     [--parameter Name=Value ...] [--create-tables-only]
                     [--item-write-limit WRITES_PER_SECOND]
                     [--api-key KEY ...] [--region REGION] [--records]
-                    [--identity ROLE=ACCESS_KEY_ID:SECRET_ACCESS_KEY ...]
-                    [--account ACCOUNT] [--api-id API_ID]
+                    [--identity ROLE=ACCESS_KEY_ID:SECRET_ACCESS_KEY[@ACCOUNT[/ORG]] ...]
+                    [--account ACCOUNT] [--organization ORG] [--api-id API_ID]
+                    [--source-vpce VPC_ENDPOINT_ID]
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from devserver.gateway import gateway_for, shown_path
-from devserver.identities import LOCAL_API_ID, IdentitySpec
+from devserver.identities import ACCOUNT, LOCAL_API_ID, ORGANIZATION, VPC_ENDPOINT, IdentitySpec
 from localrun.invoke import function_environment
 from localrun.tables import TABLE_NAMES
 from localrun.template import ROOT, Template
@@ -106,18 +107,35 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--identity",
         action="append",
         default=[],
-        metavar="ROLE=ACCESS_KEY_ID:SECRET_ACCESS_KEY",
+        metavar="ROLE=ACCESS_KEY_ID:SECRET_ACCESS_KEY[@ACCOUNT[/ORG]]",
         type=_identity,
         help="with --parameter ClientAuth=...: requests signed with this key may call only what ROLE's "
-        "policy allows (execute-api:Invoke, evaluated as IAM does): client (the stack's ClientPolicy, "
-        "with its ClientCounters), admin (its AdminPolicy), or the path of an IAM policy document (JSON); "
-        "repeatable. The dev server's own credentials may call every route",
+        "policy allows (execute-api:Invoke, evaluated as IAM does) and the API's resource policy lets "
+        "through, as API Gateway combines them: client (the stack's ClientPolicy, with its "
+        "ClientCounters), admin (its AdminPolicy), or the path of an IAM policy document (JSON); "
+        "@ACCOUNT: a principal of that account (default: --account), /ORG: of that Organization "
+        "(default: --organization); repeatable. The dev server's own credentials may call every route "
+        "the resource policy does not refuse",
     )
     parser.add_argument(
         "--account",
         type=_account,
         help="with --parameter ClientAuth=...: the account in the ARNs policies are evaluated on "
         "(default: AWS_ACCOUNT_ID, else 123456789012)",
+    )
+    parser.add_argument(
+        "--organization",
+        type=_organization,
+        help="with --parameter ClientAuth=...: the AWS Organization (o-...) of the stack's account, and of "
+        "identities of other accounts that name none (default: in none)",
+    )
+    parser.add_argument(
+        "--source-vpce",
+        type=_vpc_endpoint,
+        metavar="VPC_ENDPOINT_ID",
+        help="with --parameter EndpointType=PRIVATE: the interface VPC endpoint (vpce-...) every request "
+        "comes through, as the API's resource policy sees it (aws:SourceVpce; default: none, which a "
+        "private API refuses)",
     )
     parser.add_argument(
         "--api-id",
@@ -140,10 +158,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if (args.api_key or args.region) and "ClientAuth" not in dict(args.parameter):
         parser.error("--api-key and --region apply with --parameter ClientAuth=AWS_IAM, API_KEY or NONE")
-    if (args.identity or args.account or args.api_id) and "ClientAuth" not in dict(args.parameter):
+    given = (args.identity, args.account, args.api_id, args.organization, args.source_vpce)
+    if any(given) and "ClientAuth" not in dict(args.parameter):
         parser.error(
-            "--identity, --account and --api-id apply with --parameter ClientAuth=AWS_IAM, API_KEY or NONE "
-            "(without ClientAuth the dev server checks no signature, so no policy either)"
+            "--identity, --account, --organization, --api-id and --source-vpce apply with --parameter "
+            "ClientAuth=AWS_IAM, API_KEY or NONE (without ClientAuth the dev server checks no signature, "
+            "so no policy either)"
+        )
+    if args.source_vpce and dict(args.parameter).get("EndpointType") != "PRIVATE":
+        parser.error(
+            "--source-vpce applies to a private API (--parameter EndpointType=PRIVATE): a regional API's "
+            "requests come through no VPC endpoint"
         )
     if args.create_tables_only and not args.dynamodb_endpoint:
         parser.error("--create-tables-only needs --dynamodb-endpoint")
@@ -187,8 +212,22 @@ def _identity(text: str) -> IdentitySpec:
 
 
 def _account(text: str) -> str:
-    if not re.fullmatch(r"[0-9]{12}", text):
+    if not ACCOUNT.fullmatch(text):
         raise argparse.ArgumentTypeError(f"an AWS account is 12 digits, not {text!r}")
+    return text
+
+
+def _organization(text: str) -> str:
+    if not ORGANIZATION.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"an AWS Organization's id is o- and 10 to 32 lower-case letters or digits, not {text!r}"
+        )
+    return text
+
+
+def _vpc_endpoint(text: str) -> str:
+    if not VPC_ENDPOINT.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"a VPC endpoint's id is vpce- and 8 to 17 hex digits, not {text!r}")
     return text
 
 
@@ -256,10 +295,23 @@ def _run(args: argparse.Namespace, stopper: _Stopper) -> None:
 
 
 def read_template(args: argparse.Namespace) -> Template:
+    """template.yaml with the parameters given, refused as CloudFormation
+    refuses it: a value its parameter does not allow, or values one of its
+    rules refuses (with the rule's reason)."""
+    if dict(args.parameter).get("ExistingCountersTable"):
+        # A deployed stack's table, in AWS: the functions here would name a
+        # table the dev server does not have, and fail every request.
+        fail(
+            "--parameter ExistingCountersTable names a deployed stack's counters table; the dev server "
+            f"keeps its counters in its own ({TABLE_NAMES['CountersTable']}, saved in --state-file)"
+        )
     try:
-        return Template(parameter_overrides=dict(args.parameter))
+        template = Template(parameter_overrides=dict(args.parameter))
     except ValueError as exc:
         fail(str(exc))
+    for rule, reason in template.refusals():
+        fail(f"template.yaml's rule {rule} refuses these parameters: {reason}")
+    return template
 
 
 def read_gateway(args: argparse.Namespace, template: Template) -> Any:
@@ -279,6 +331,8 @@ def read_gateway(args: argparse.Namespace, template: Template) -> Any:
             identities=args.identity,
             account=args.account,
             api_id=args.api_id or LOCAL_API_ID,
+            organization=args.organization,
+            source_vpce=args.source_vpce,
             key_file=args.state_file.parent / KEY_FILE,
         )
     except (PolicyError, StateError) as exc:

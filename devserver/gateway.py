@@ -1,13 +1,17 @@
 """What API Gateway does to a request before a function runs, in the dev
-server: authenticate it as the deployed stage would (ClientAuth), and give it
-a request id of its own.
+server: authenticate it as the deployed stage would (ClientAuth), authorize
+it as API Gateway does (the caller's IAM policy and the API's resource
+policy, devserver.policy.gateway_decision), and give it a request id of its
+own.
 
 Authentication is off unless ClientAuth is given (``--parameter
 ClientAuth=...``): then each route takes what template.yaml says for that
 value (localrun.template.Template.route_auth), SigV4 checked by
 devserver.sigv4 against the credentials the dev server was given, API keys
-against the keys it printed at start or was given. Off, every route answers
-unsigned callers, as `make dev` always has, admin included.
+against the keys it printed at start or was given, and every request is
+held to the API's resource policy where template.yaml makes one
+(CallerOrganizationId, CallerAccounts, EndpointType PRIVATE). Off, every
+route answers unsigned callers, as `make dev` always has, admin included.
 """
 
 from __future__ import annotations
@@ -25,8 +29,26 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from devserver.identities import INVOKE, LOCAL_API_ID, ApiArn, Identity, IdentitySpec, api_arn, identities_of
-from devserver.policy import EXPLICITLY_DENIED, Decision, PolicyError
+from devserver.identities import (
+    INVOKE,
+    LOCAL_API_ID,
+    ApiArn,
+    Identity,
+    IdentitySpec,
+    api_arn,
+    identities_of,
+    resource_policy,
+)
+from devserver.policy import (
+    ALLOWED,
+    CONDITION_KEYS,
+    EXPLICITLY_DENIED,
+    Decision,
+    Policy,
+    PolicyError,
+    Statement,
+    gateway_decision,
+)
 from devserver.sigv4 import SERVICE, Key, Received, Refused, verify
 from localrun.template import ROOT, RouteAuth, Template
 
@@ -64,21 +86,21 @@ class Stamp:
 
 
 class Denied(Refused):
-    """A signed request the identity's policy does not allow: API Gateway's
-    ACCESS_DENIED, and what decided it, for the console."""
+    """A request the caller's policy or the API's resource policy does not
+    allow: API Gateway's ACCESS_DENIED, and what decided it, for the console."""
 
-    def __init__(self, reason: str, identity: Identity, resource: str, decision: Decision) -> None:
+    def __init__(self, reason: str, identity: Identity | None, resource: str, why: str) -> None:
         super().__init__("ACCESS_DENIED", reason)
         self.identity = identity
         self.resource = resource
-        self.decision = decision
+        self.why = why
 
     def console(self) -> str:
         """The console's line: who, what, on which resource, and which statement decided."""
-        return (
-            f"access denied: identity {self.identity.name} ({self.identity.key.access_key}) "
-            f"execute-api:Invoke on {self.resource}: {self.decision.because(self.identity.policy.name)}"
-        )
+        who = "an unsigned request"
+        if self.identity is not None:
+            who = f"identity {self.identity.name} ({self.identity.key.access_key})"
+        return f"access denied: {who} execute-api:Invoke on {self.resource}: {self.why}"
 
 
 @dataclass(frozen=True)
@@ -189,6 +211,11 @@ class Gateway:
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     identities: Mapping[str, Identity] = field(default_factory=dict)
     arn: ApiArn | None = None
+    # The API's resource policy (None: it has none), the Organization of the
+    # stack's account, and the VPC endpoint requests come through (None: none).
+    resource_policy: Policy | None = None
+    organization: str | None = None
+    source_vpce: str | None = None
 
     def _keys(self) -> dict[str, Key]:
         keys = {access_key: identity.key for access_key, identity in self.identities.items()}
@@ -209,17 +236,17 @@ class Gateway:
                 key = verify(received, self._keys(), self.region, self.clock())
             except Refused as refused:
                 raise Refused(refused.kind, self._advice(refused, route), refused.error_type) from None
-            who = self.identities.get(key.access_key)
-            if who is not None:
-                self._authorize(who, method, received.path)
-            user = f"arn:aws:iam::{self.credentials.account}:user/{key.access_key}"
+            who = self.identities.get(key.access_key) or self._own()
+            self._authorize(who, method, received.path)
             identity |= {
                 "accessKey": key.access_key,
-                "accountId": self.credentials.account,
+                "accountId": who.account,
                 "caller": key.access_key,
                 "user": key.access_key,
-                "userArn": user,
+                "userArn": who.arn,
             }
+        elif self.resource_policy is not None:
+            self._authorize(None, method, received.path)
         if need.api_key:
             given = received.header("x-api-key")
             if not given or not any(
@@ -234,32 +261,76 @@ class Gateway:
             identity |= {"apiKey": given[0], "apiKeyId": api_key_id(given[0])}
         return identity
 
-    def _authorize(self, who: Identity, method: str, path: str) -> None:
-        """Raises Denied unless ``who``'s policy allows execute-api:Invoke
-        on the request's ARN, as IAM decides it."""
-        assert self.arn is not None
+    def _own(self) -> Identity:
+        """The dev server's own credentials: every route its IAM policy's,
+        in the stack's account and Organization."""
         assert self.credentials is not None
+        assert self.arn is not None
+        key, arn = self.credentials.key, self.arn
+        return Identity("the dev server's own", key, None, arn.account, self.organization, arn.partition)
+
+    def _authorize(self, who: Identity | None, method: str, path: str) -> None:
+        """Raises Denied unless API Gateway would let ``who`` (None: an
+        unsigned request) invoke the request's ARN: its IAM policy and the
+        API's resource policy, each as IAM decides it, together as API
+        Gateway combines them (devserver.policy.gateway_decision)."""
+        assert self.arn is not None
         resource = self.arn.of(method, path)
-        decision = who.policy.decide(INVOKE, resource)
-        if decision.allowed:
+        context = {} if who is None else who.context()
+        if self.source_vpce:
+            context["aws:SourceVpce"] = self.source_vpce
+        mine = None if who is None else Decision(ALLOWED, None)  # the dev server's own: every route
+        if who is not None and who.policy is not None:
+            mine = who.policy.decide(INVOKE, resource, context)
+        theirs = None
+        if self.resource_policy is not None:
+            theirs = self.resource_policy.decide(INVOKE, resource, context)
+        same_account = who is not None and who.account == self.arn.account
+        result = gateway_decision(mine, theirs, same_account=same_account)
+        if result == ALLOWED:
             return
-        user = f"arn:aws:iam::{self.credentials.account}:user/{who.key.access_key}"
-        explicit = " with an explicit deny" if decision.result == EXPLICITLY_DENIED else ""
-        reason = (
-            f"User: {user} is not authorized to perform: {INVOKE} on resource: {resource}{explicit}. "
-            f"Access key {who.key.access_key} is the dev server's identity {who.name}: "
-            f"{decision.because(who.policy.name)}"
+        why = self._why(who, mine, theirs, same_account)
+        user = "anonymous" if who is None else who.arn
+        explicit = " with an explicit deny" if result == EXPLICITLY_DENIED else ""
+        reason = f"User: {user} is not authorized to perform: {INVOKE} on resource: {resource}{explicit}. "
+        if who is None:
+            reason += f"An unsigned request to this route: {why}"
+        else:
+            reason += f"Access key {who.key.access_key} is the dev server's identity {who.name}: {why}"
+            if result != EXPLICITLY_DENIED and who.policy is not None:
+                reason += f"; it may call {who.calls(self.arn)}"
+        raise Denied(reason, who, resource, why)
+
+    def _why(
+        self, who: Identity | None, mine: Decision | None, theirs: Decision | None, same_account: bool
+    ) -> str:
+        """Which statement refused, or which policy allowed nothing, in words."""
+        api_policy = "the API's resource policy"
+        own_policy = who.policy.name if who is not None and who.policy is not None else ""
+        for decision, name in ((mine, own_policy), (theirs, api_policy)):
+            if decision is None or decision.result != EXPLICITLY_DENIED or decision.statement is None:
+                continue
+            said = decision.because(name)
+            if any(condition.key == "aws:sourcevpce" for condition in decision.statement.conditions):
+                through = self.source_vpce or "no VPC endpoint"
+                said += f" (requests here come through {through}: --source-vpce)"
+            return said
+        theirs_said = "the API has no resource policy" if theirs is None else theirs.because(api_policy)
+        if who is None or mine is None:
+            return f"a route without IAM auth takes what the API's resource policy allows, and {theirs_said}"
+        mine_said = mine.because(own_policy) if own_policy else "its own policy allows it"
+        if same_account:
+            return f"{mine_said}, and {theirs_said}"
+        return (
+            f"a caller of another account ({who.account}) needs both its own policy and the API's resource "
+            f"policy to allow: {mine_said}; {theirs_said}"
         )
-        if decision.result != EXPLICITLY_DENIED:
-            reason += f"; it may call {who.calls(self.arn)}"
-        raise Denied(reason, who, resource, decision)
 
     def _advice(self, refused: Refused, route: str) -> str:
         """The gateway's reason, then what to do about it here."""
         reason = refused.reason.rstrip(".")
         admin = "; so does every admin route" if route.split()[1].startswith("/admin") else ""
         why = f"{route} takes SigV4 for {SERVICE} in {self.region} (ClientAuth {self.client_auth}{admin})"
-        key = self.credentials.key if self.credentials else None
         if refused.error_type == "MissingAuthenticationTokenException":
             return (
                 f"{reason}: {why}. Sign it with the credentials its banner names: "
@@ -271,16 +342,52 @@ class Gateway:
                 "(AWS4-HMAC-SHA256 Credential=..., SignedHeaders=..., Signature=...)"
             )
         if refused.kind == "ACCESS_DENIED":
-            known = [] if key is None else [key.access_key + (" with its session token" if key.token else "")]
-            known += [f"{access_key} ({who.name})" for access_key, who in self.identities.items()]
-            keys = ", ".join(known) or "none"
-            return f"{reason}. The dev server knows the access keys {keys}: sign with one. {why}"
+            return f"{reason}. The dev server knows the access keys {self._known()}: sign with one. {why}"
         if refused.kind == "EXPIRED_TOKEN":
             return f"{reason}: refresh the credentials, and start the dev server with the new ones"
         return (
-            f"{reason}. {why}: sign with the secret key of {key.access_key if key else 'its access key'}, "
+            f"{reason}. {why}: sign with the secret key of {self._whose(refused.access_key)}, "
             f"for {self.region}, with the clock right"
         )
+
+    def _whose(self, access_key: str | None) -> str:
+        """The access key a request was signed with, and whose it is here:
+        the secret to sign with is that key's, whoever else the dev server knows."""
+        own = self.credentials.key.access_key if self.credentials else None
+        if access_key is None:
+            return "its access key"
+        if access_key == own:
+            return f"access key {access_key} (the dev server's own)"
+        if access_key in self.identities:
+            return f"access key {access_key} (identity {self.identities[access_key].name})"
+        return f"access key {access_key}, which the dev server does not know (it knows {self._known()})"
+
+    def _known(self) -> str:
+        """The access keys the dev server takes, its own first (never a secret)."""
+        key = self.credentials.key if self.credentials else None
+        known = [] if key is None else [key.access_key + (" with its session token" if key.token else "")]
+        known += [f"{access_key} ({who.name})" for access_key, who in self.identities.items()]
+        return ", ".join(known) or "none"
+
+    def _where_from(self, who: Identity) -> str:
+        """Where an identity is from, for the banner, when not the stack's own account."""
+        assert self.arn is not None
+        if who.account == self.arn.account and who.organization == self.organization:
+            return ""
+        return f"  (account {who.account}, {who.organization or 'in no Organization'})"
+
+    def _describe_resource_policy(self, arn: ApiArn) -> list[str]:
+        """The banner's lines on the API's resource policy."""
+        if self.resource_policy is None:
+            return [
+                "  Resource  policy: none (the API's callers are its own account's, each by its IAM policy)"
+            ]
+        lines = ["  Resource  policy (template.yaml):"]
+        lines += [f"            {_statement_line(each)}" for each in self.resource_policy.statements]
+        organization = self.organization or "in no Organization (--organization)"
+        through = self.source_vpce or "no VPC endpoint (--source-vpce)"
+        lines.append(f"            account {arn.account}, {organization}; requests come through {through}")
+        return lines
 
     def curl_auth(self, method: str, resource: str) -> str:
         """What curl needs to be let through to ``resource`` (curl signs SigV4 itself)."""
@@ -325,17 +432,31 @@ class Gateway:
             name_width = max(len(who.name) for who in self.identities.values())
             key_width = max(len(access_key) for access_key in self.identities)
             for access_key, who in self.identities.items():
+                policy = who.policy.name if who.policy is not None else "every route"
                 lines.append(
                     f"  Identity  {who.name:<{name_width}}  {access_key:<{key_width}}  "
-                    f"{who.policy.name}: {who.calls(self.arn)}"
+                    f"{policy}: {who.calls(self.arn)}{self._where_from(who)}"
                 )
             lines.append(
                 f"  IAM       each request is {INVOKE} on {self.arn.prefix}<METHOD>/<path> "
                 "(--region, --account, --api-id)"
             )
+        if self.arn is not None:
+            lines += self._describe_resource_policy(self.arn)
         for key in self.api_keys:
             lines.append(f"  API key   {key}   (export IDBLOCKS_API_KEY={key})")
         return lines
+
+
+def _statement_line(statement: Statement) -> str:
+    """A resource policy's statement for the banner: its name, its effect,
+    and whom its conditions name."""
+    conditions = ", ".join(
+        f"{CONDITION_KEYS[condition.key]} {condition.operator} {' or '.join(condition.values)}"
+        for condition in statement.conditions
+    )
+    name = statement.label.removeprefix("statement ").strip("'")
+    return f"{name} ({statement.effect}{' if ' if conditions else ''}{conditions})"
 
 
 def gateway_for(
@@ -349,12 +470,16 @@ def gateway_for(
     identities: Sequence[IdentitySpec] = (),
     account: str | None = None,
     api_id: str = LOCAL_API_ID,
+    organization: str | None = None,
+    source_vpce: str | None = None,
 ) -> Gateway:
     """The gateway for ``client_auth`` (None: off), with the credentials and
     region found in ``environ`` (the dev server's own, read before the
     functions' environment replaces it), else a pair made and kept in
-    ``key_file``; and ``identities``, their policies read from
-    ``template`` or from their files (raises PolicyError)."""
+    ``key_file``; ``identities``, their policies read from ``template`` or
+    from their files; the API's resource policy, from ``template``; the
+    stack's account's ``organization``, and the VPC endpoint requests come
+    through (raises PolicyError)."""
     if not client_auth:
         return Gateway()
     credentials = found_credentials(environ) or made_credentials(key_file)
@@ -363,14 +488,25 @@ def gateway_for(
     keys = (list(api_keys) or [made_api_key()]) if client_auth == "API_KEY" else []
     region = region or region_of(environ)
     arn = api_arn(template, region, account, api_id)
-    found = identities_of(list(identities), template, arn)
+    found = identities_of(list(identities), template, arn, organization)
     if credentials.key.access_key in found:
         raise PolicyError(
             f"access key {credentials.key.access_key} is the dev server's own (it may call every route) "
             f"and identity {found[credentials.key.access_key].name}'s: give the identity another"
         )
     routes = template.route_auth()
-    return Gateway(client_auth, routes, credentials, keys, region, identities=found, arn=arn)
+    return Gateway(
+        client_auth,
+        routes,
+        credentials,
+        keys,
+        region,
+        identities=found,
+        arn=arn,
+        resource_policy=resource_policy(template, arn),
+        organization=organization,
+        source_vpce=source_vpce,
+    )
 
 
 # An absolute-form request target (RFC 9112, 3.2.2), as sent to a proxy:

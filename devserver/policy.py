@@ -1,6 +1,7 @@
-"""IAM policy evaluation for the dev server: whether an identity's policy
-allows ``execute-api:Invoke`` on a request's ARN, decided as IAM decides it
-for an identity-based policy.
+"""IAM policy evaluation for the dev server: whether an identity's policy,
+and the API's resource policy, allow ``execute-api:Invoke`` on a request's
+ARN, each decided as IAM decides it, and the two together as API Gateway
+combines them (``gateway_decision``).
 
 Why not a library: none on PyPI both evaluates IAM policies correctly and is
 fit to run in the dev server. moto's evaluator turns a resource into a
@@ -28,18 +29,41 @@ Evaluated as IAM evaluates it:
   (as a Resource; as a NotResource it is refused, IAM's evaluators read it
   apart).
 
+- ``Condition``, on the keys the dev server knows a request's value of:
+  ``aws:PrincipalAccount``, ``aws:PrincipalOrgID`` and ``aws:PrincipalArn``
+  (the identity's, devserver.identities) and ``aws:SourceVpce`` (the
+  endpoint requests come through, --source-vpce), each with
+  ``StringEquals``, ``StringNotEquals``, ``StringLike`` or
+  ``StringNotLike`` (``aws:PrincipalArn`` with ``ArnEquals``, ``ArnLike``,
+  ``ArnNotEquals`` or ``ArnNotLike`` too). Operators hold together, keys
+  within an operator too, and a key's values are alternatives. A key the
+  request does not have matches nothing, so its ``...Not...`` operator
+  holds (IAM user guide, "IAM JSON policy elements: Condition operators").
+- ``Principal`` in a resource policy (``parse(..., resource=True)``): ``*``
+  (or ``{"AWS": "*"}``), every caller; the statements say whom they mean by
+  their conditions.
+
 Refused when the policy is read, so that the dev server does not start with
 a policy it would read otherwise than AWS does, never ignored:
 
-- ``Condition``: no condition is evaluated. The condition keys of a request
-  here (``aws:SourceIp``, ``aws:SecureTransport``, ``aws:CurrentTime``,
+- any other condition key or operator: the other keys of a request here
+  (``aws:SourceIp``, ``aws:SecureTransport``, ``aws:CurrentTime``,
   ``aws:PrincipalTag/...``) are not the ones it will have in AWS, so an
-  answer from them would mislead.
+  answer from them would mislead; and a set operator (``ForAnyValue:``),
+  ``...IfExists`` or ``Null``.
 - policy variables (``${aws:username}``): the identity here is not the one
   IAM would substitute.
-- ``Principal`` / ``NotPrincipal`` (a resource policy's elements), a
-  wildcard in the service of an action or an ARN, a resource that is neither
-  ``*`` nor an ARN, an element IAM does not know.
+- ``Principal`` / ``NotPrincipal`` in an identity's policy, a ``Principal``
+  naming accounts or roles, or none, in a resource policy, ``NotPrincipal``
+  anywhere; a wildcard in the service of an action or an ARN, a resource
+  that is neither ``*`` nor an ARN, an element IAM does not know.
+
+How API Gateway combines them (its developer guide, "How API Gateway
+resource policies affect authorization workflow"): an explicit deny in
+either wins; with IAM auth, a caller of the API's own account is allowed
+when either allows, a caller of another account only when both do (with no
+resource policy, never); a route without IAM auth is open unless the API
+has a resource policy, which must then allow.
 """
 
 from __future__ import annotations
@@ -59,7 +83,26 @@ IMPLICITLY_DENIED = "ImplicitlyDenied"
 EXPLICITLY_DENIED = "ExplicitlyDenied"
 
 _VERSIONS = ("2012-10-17", "2008-10-17")
-_STATEMENT_ELEMENTS = {"Sid", "Effect", "Action", "NotAction", "Resource", "NotResource"}
+_STATEMENT_ELEMENTS = {"Sid", "Effect", "Action", "NotAction", "Resource", "NotResource", "Condition"}
+# The condition keys a request here has a value of, by their name folded
+# (IAM compares keys' names without case), as IAM spells them.
+CONDITION_KEYS = {
+    key.lower(): key
+    for key in ("aws:PrincipalAccount", "aws:PrincipalOrgID", "aws:PrincipalArn", "aws:SourceVpce")
+}
+# Each operator: whether it is negated, how a value is compared, and the keys it takes.
+_STRING_KEYS = frozenset(CONDITION_KEYS)
+_ARN_KEYS = frozenset({"aws:principalarn"})
+_OPERATORS = {
+    "StringEquals": (False, "equals", _STRING_KEYS),
+    "StringNotEquals": (True, "equals", _STRING_KEYS),
+    "StringLike": (False, "like", _STRING_KEYS),
+    "StringNotLike": (True, "like", _STRING_KEYS),
+    "ArnEquals": (False, "arn", _ARN_KEYS),
+    "ArnLike": (False, "arn", _ARN_KEYS),
+    "ArnNotEquals": (True, "arn", _ARN_KEYS),
+    "ArnNotLike": (True, "arn", _ARN_KEYS),
+}
 _SERVICE = re.compile(r"[A-Za-z0-9-]+")
 _ACTION_NAME = re.compile(r"[A-Za-z0-9*?]+")
 # arn, partition, service, region, account, resource: the resource part may hold colons.
@@ -71,9 +114,34 @@ class PolicyError(ValueError):
 
 
 @dataclass(frozen=True)
+class Condition:
+    """One key of one operator of a statement's Condition, and its values."""
+
+    operator: str
+    key: str  # its name folded
+    values: tuple[str, ...]
+
+    def holds(self, context: Mapping[str, str]) -> bool:
+        """Whether it holds for a request whose condition keys (by their name
+        folded) have the values ``context`` gives."""
+        negated, comparison, _ = _OPERATORS[self.operator]
+        given = context.get(self.key)
+        if given is None:
+            return negated
+        if comparison == "equals":
+            matched = given in self.values
+        elif comparison == "like":
+            matched = any(_glob(value, fold_case=False).fullmatch(given) for value in self.values)
+        else:
+            matched = any(_arn_like(value, given) for value in self.values)
+        return matched != negated
+
+
+@dataclass(frozen=True)
 class Statement:
-    """One statement: its effect, its actions (or the actions it excludes)
-    and its resources (or those it excludes)."""
+    """One statement: its effect, its actions (or the actions it excludes),
+    its resources (or those it excludes) and its conditions, all of which
+    must hold."""
 
     label: str  # its Sid, else "statement N" (1-based)
     effect: str  # "Allow" or "Deny"
@@ -81,15 +149,17 @@ class Statement:
     not_action: bool
     resources: tuple[str, ...]
     not_resource: bool
+    conditions: tuple[Condition, ...] = ()
 
     def acts(self, action: str) -> bool:
         """Whether ``action`` is among its actions (or not excluded by them)."""
         return any(action_matches(pattern, action) for pattern in self.actions) != self.not_action
 
-    def applies(self, action: str, resource: str) -> bool:
+    def applies(self, action: str, resource: str, context: Mapping[str, str] | None = None) -> bool:
         return (
             self.acts(action)
             and any(resource_matches(p, resource) for p in self.resources) != self.not_resource
+            and all(condition.holds(context or {}) for condition in self.conditions)
         )
 
 
@@ -115,15 +185,20 @@ class Decision:
 
 @dataclass(frozen=True)
 class Policy:
-    """An identity-based policy, checked when read (``parse``)."""
+    """An identity-based policy, or an API's resource policy, checked when
+    read (``parse``)."""
 
     name: str  # what messages call it: "ClientPolicy of template.yaml", "orders.json"
     statements: tuple[Statement, ...]
 
-    def decide(self, action: str, resource: str) -> Decision:
+    def decide(self, action: str, resource: str, context: Mapping[str, str] | None = None) -> Decision:
+        """IAM's decision on ``action`` on ``resource`` for a request whose
+        condition keys have the values ``context`` gives (by any case of
+        their names)."""
+        folded = {key.lower(): value for key, value in (context or {}).items()}
         allowing = None
         for statement in self.statements:
-            if not statement.applies(action, resource):
+            if not statement.applies(action, resource, folded):
                 continue
             if statement.effect == "Deny":
                 return Decision(EXPLICITLY_DENIED, statement)
@@ -131,10 +206,11 @@ class Policy:
         return Decision(ALLOWED, allowing) if allowing else Decision(IMPLICITLY_DENIED, None)
 
 
-def parse(document: Any, name: str) -> Policy:
+def parse(document: Any, name: str, *, resource: bool = False) -> Policy:
     """``document`` (a policy as JSON decodes it) as a Policy; PolicyError
     naming ``name`` and the statement when the dev server would evaluate it
-    otherwise than IAM does, or IAM would refuse it."""
+    otherwise than IAM does, or IAM would refuse it. ``resource``: it is a
+    resource policy, whose statements each name their Principal."""
     if not isinstance(document, Mapping):
         kind = type(document).__name__
         raise PolicyError(f"{name}: a policy is a JSON object with a Statement, not a {kind}")
@@ -149,7 +225,7 @@ def parse(document: Any, name: str) -> Policy:
         statements = [statements]
     if not isinstance(statements, list) or not statements:
         raise PolicyError(f"{name}: the policy has no Statement")
-    return Policy(name, tuple(_statement(s, i, name) for i, s in enumerate(statements, start=1)))
+    return Policy(name, tuple(_statement(s, i, name, resource) for i, s in enumerate(statements, start=1)))
 
 
 def read(path: Path) -> Policy:
@@ -163,24 +239,21 @@ def read(path: Path) -> Policy:
     return parse(document, str(path))
 
 
-def _statement(raw: Any, index: int, policy: str) -> Statement:
+def _statement(raw: Any, index: int, policy: str, resource: bool = False) -> Statement:
     if not isinstance(raw, Mapping):
         raise PolicyError(f"{policy}: statement {index} is not a JSON object")
     sid = raw.get("Sid")
     label = f"statement {sid!r}" if isinstance(sid, str) and sid else f"statement {index}"
     where = f"{policy}, {label}"
-    if "Condition" in raw:
-        raise PolicyError(
-            f"{where} has a Condition, which the dev server does not evaluate: the condition keys "
-            "of a request here (source address, time, tags...) are not those it will have in AWS. "
-            "Give the dev server a copy of the policy without the statement, or without its Condition"
-        )
-    if "Principal" in raw or "NotPrincipal" in raw:
+    if resource:
+        _check_principal(raw, where)
+    elif "Principal" in raw or "NotPrincipal" in raw:
         raise PolicyError(
             f"{where} names a Principal: that is a resource policy's element; an identity's policy "
             "(a role's, a user's) has none"
         )
-    unknown = set(raw) - _STATEMENT_ELEMENTS
+    conditions = _conditions(raw["Condition"], where) if "Condition" in raw else ()
+    unknown = set(raw) - _STATEMENT_ELEMENTS - ({"Principal"} if resource else set())
     if unknown:
         raise PolicyError(f"{where}: {', '.join(sorted(unknown))} is not an element of a statement")
     if raw.get("Effect") not in ("Allow", "Deny"):
@@ -189,9 +262,61 @@ def _statement(raw: Any, index: int, policy: str) -> Statement:
     resources, not_resource = _one_of(raw, "Resource", where)
     for action in actions:
         _check_action(action, where)
-    for resource in resources:
-        _check_resource(resource, where, not_resource)
-    return Statement(label, raw["Effect"], actions, not_action, resources, not_resource)
+    for each in resources:
+        _check_resource(each, where, not_resource)
+    return Statement(label, raw["Effect"], actions, not_action, resources, not_resource, conditions)
+
+
+def _check_principal(raw: Mapping[str, Any], where: str) -> None:
+    """A resource policy's statement names every caller, ``*``: whom it
+    means is said by its conditions, which the dev server evaluates from
+    the identity's account, Organization and ARN."""
+    if "NotPrincipal" in raw:
+        raise PolicyError(f"{where} has a NotPrincipal, which the dev server does not evaluate")
+    if raw.get("Principal") not in ("*", {"AWS": "*"}):
+        raise PolicyError(
+            f"{where}: the dev server evaluates a resource policy's statement whose Principal is * "
+            f"(say whom it means with a Condition on aws:PrincipalAccount, aws:PrincipalOrgID or "
+            f"aws:PrincipalArn), not {raw.get('Principal')!r}"
+        )
+
+
+def _conditions(raw: Any, where: str) -> tuple[Condition, ...]:
+    supported = (
+        f"it evaluates {', '.join(_OPERATORS)} on {', '.join(CONDITION_KEYS.values())} "
+        "(the Arn operators on aws:PrincipalArn only), the keys whose value a request here has as it "
+        "will in AWS"
+    )
+    if not isinstance(raw, Mapping):
+        raise PolicyError(f"{where}: a Condition is a JSON object of operators")
+    found = []
+    for operator, keys in raw.items():
+        if operator not in _OPERATORS:
+            raise PolicyError(
+                f"{where} has a Condition, which the dev server does not evaluate: {operator}; {supported}"
+            )
+        if not isinstance(keys, Mapping) or not keys:
+            raise PolicyError(f"{where}: the Condition's {operator} is a JSON object of keys and values")
+        for key, values in keys.items():
+            folded = str(key).lower()
+            if folded not in _OPERATORS[operator][2]:
+                raise PolicyError(
+                    f"{where} has a Condition, which the dev server does not evaluate: {operator} on "
+                    f"{key}; {supported}"
+                )
+            values = [values] if isinstance(values, str) else values
+            if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
+                raise PolicyError(
+                    f"{where}: the values of {operator} on {key} are a string or a list of strings"
+                )
+            for value in values:
+                if "${" in value:
+                    raise PolicyError(
+                        f"{where}: {value!r} holds a policy variable, which the dev server does not "
+                        "substitute"
+                    )
+            found.append(Condition(operator, folded, tuple(values)))
+    return tuple(found)
 
 
 def _one_of(raw: Mapping[str, Any], element: str, where: str) -> tuple[tuple[str, ...], bool]:
@@ -271,6 +396,15 @@ def resource_matches(pattern: str, arn: str) -> bool:
     return fixed and _glob(parts[5], fold_case=False).fullmatch(given[5]) is not None
 
 
+def _arn_like(pattern: str, arn: str) -> bool:
+    """ArnLike (and ArnEquals, which IAM reads alike): the six parts of an
+    ARN compared one by one, each with its wildcards, case kept."""
+    parts, given = pattern.split(":", _ARN_PARTS - 1), arn.split(":", _ARN_PARTS - 1)
+    if len(parts) != _ARN_PARTS or len(given) != _ARN_PARTS:
+        return False
+    return all(_glob(p, fold_case=False).fullmatch(g) for p, g in zip(parts, given, strict=True))
+
+
 @functools.lru_cache(maxsize=4096)
 def _glob(pattern: str, *, fold_case: bool) -> re.Pattern[str]:
     """IAM's wildcards as a regular expression: ``*`` any run of characters
@@ -282,3 +416,19 @@ def _glob(pattern: str, *, fold_case: bool) -> re.Pattern[str]:
 def invoke_statements(policy: Policy) -> Iterable[Statement]:
     """The statements that can decide an INVOKE."""
     return (s for s in policy.statements if s.acts(INVOKE))
+
+
+def gateway_decision(identity: Decision | None, resource: Decision | None, *, same_account: bool) -> str:
+    """What API Gateway answers from the caller's IAM decision (None: the
+    route takes no IAM auth) and the API's resource policy's (None: it has
+    none): ALLOWED, IMPLICITLY_DENIED or EXPLICITLY_DENIED."""
+    if any(d is not None and d.result == EXPLICITLY_DENIED for d in (identity, resource)):
+        return EXPLICITLY_DENIED
+    resource_allows = resource is not None and resource.allowed
+    if identity is None:
+        allowed = resource is None or resource_allows
+    elif same_account:
+        allowed = identity.allowed or resource_allows
+    else:
+        allowed = identity.allowed and resource_allows
+    return ALLOWED if allowed else IMPLICITLY_DENIED

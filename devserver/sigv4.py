@@ -68,21 +68,26 @@ ERROR_TYPES = {
 class Refused(Exception):
     """A request the gateway refuses: ``kind`` is the gateway response type
     (template.yaml's GatewayResponses), ``reason`` says why, ``error_type``
-    is the x-amzn-ErrorType API Gateway sends with it."""
+    is the x-amzn-ErrorType API Gateway sends with it; ``access_key``: the
+    one the request was signed with, when its Authorization header names
+    one (for the advice: the key to sign with is that one's pair)."""
 
-    def __init__(self, kind: str, reason: str, error_type: str | None = None) -> None:
+    def __init__(
+        self, kind: str, reason: str, error_type: str | None = None, access_key: str | None = None
+    ) -> None:
         super().__init__(reason)
         self.kind = kind
         self.reason = reason
         self.error_type = error_type or ERROR_TYPES[kind]
+        self.access_key = access_key
 
 
 def incomplete(reason: str) -> Refused:
     return Refused("MISSING_AUTHENTICATION_TOKEN", reason, "IncompleteSignatureException")
 
 
-def invalid(reason: str) -> Refused:
-    return Refused("INVALID_SIGNATURE", reason)
+def invalid(reason: str, auth: Authorization) -> Refused:
+    return Refused("INVALID_SIGNATURE", reason, access_key=auth.access_key)
 
 
 INVALID_TOKEN = "The security token included in the request is invalid."  # noqa: S105 - a message
@@ -157,17 +162,21 @@ def verify(request: Received, keys: Mapping[str, Key], region: str, now: datetim
     if auth.date != stamp[:8]:
         raise invalid(
             "Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: "
-            f"'{auth.date}' != '{stamp[:8]}'"
+            f"'{auth.date}' != '{stamp[:8]}'",
+            auth,
         )
     if auth.region != region:
         raise invalid(
-            f"Credential should be scoped to a valid region, not '{auth.region}' (this API is in '{region}')"
+            f"Credential should be scoped to a valid region, not '{auth.region}' (this API is in '{region}')",
+            auth,
         )
     if auth.service != SERVICE:
-        raise invalid(f"Credential should be scoped to correct service: '{SERVICE}', not '{auth.service}'")
+        raise invalid(
+            f"Credential should be scoped to correct service: '{SERVICE}', not '{auth.service}'", auth
+        )
     if auth.terminator != TERMINATOR:
-        raise invalid(f"Credential should be scoped with a valid terminator: '{TERMINATOR}'")
-    _within_window(stamp, signed_at, now)
+        raise invalid(f"Credential should be scoped with a valid terminator: '{TERMINATOR}'", auth)
+    _within_window(stamp, signed_at, now, auth)
     key = keys.get(auth.access_key)
     token = request.header("x-amz-security-token")
     if key is None or not _same(token[0] if token else None, key.token):
@@ -175,7 +184,7 @@ def verify(request: Received, keys: Mapping[str, Key], region: str, now: datetim
     if key.expires is not None and key.expires <= now:
         raise Refused("EXPIRED_TOKEN", "The security token included in the request is expired")
     if not hmac.compare_digest(_signature(request, auth, key, region, stamp), auth.signature):
-        raise invalid(MISMATCH)
+        raise invalid(MISMATCH, auth)
     return key
 
 
@@ -195,14 +204,16 @@ def _timestamp(request: Received) -> tuple[str, datetime]:
     return stamps[0], signed
 
 
-def _within_window(stamp: str, signed: datetime, now: datetime) -> None:
+def _within_window(stamp: str, signed: datetime, now: datetime, auth: Authorization) -> None:
     text = now.astimezone(UTC).strftime(SIGV4_TIMESTAMP)
     if signed < now - WINDOW:
         earliest = (now - WINDOW).strftime(SIGV4_TIMESTAMP)
-        raise invalid(f"Signature expired: {stamp} is now earlier than {earliest} ({text} - 5 min.)")
+        raise invalid(f"Signature expired: {stamp} is now earlier than {earliest} ({text} - 5 min.)", auth)
     if signed > now + WINDOW:
         latest = (now + WINDOW).strftime(SIGV4_TIMESTAMP)
-        raise invalid(f"Signature not yet current: {stamp} is still later than {latest} ({text} + 5 min.)")
+        raise invalid(
+            f"Signature not yet current: {stamp} is still later than {latest} ({text} + 5 min.)", auth
+        )
 
 
 def _same(given: str | None, known: str | None) -> bool:

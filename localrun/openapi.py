@@ -14,7 +14,7 @@ import sys
 import tomllib
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 from pydantic.json_schema import models_json_schema
@@ -162,11 +162,22 @@ class CounterState(BaseModel):
     )
     created_at: datetime = Field(description="When the counter was created (UTC).")
     updated_at: datetime = Field(description="When the counter last changed (UTC).")
+    deleted: Literal[True] | None = Field(
+        default=None,
+        description="Present, and true, on a deleted counter only (listed with deleted=true, or raised by "
+        "PUT): it hands out nothing, and its next is one past the high-water mark it keeps, where a "
+        "re-creation continues.",
+    )
 
 
 class CounterPage(BaseModel):
     counters: list[CounterState]
     cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last page.")
+    deleted: Literal[True] | None = Field(
+        default=None,
+        description="Present, and true, when the page was asked for with deleted=true: it lists deleted "
+        "counters too. A service that lists live counters alone leaves it out.",
+    )
 
 
 class ErrorDetail(BaseModel):
@@ -293,9 +304,11 @@ def _integers_as_int64(node: Any) -> Any:
 def _schema(spec: Any, parameters: dict[str, str]) -> dict[str, Any]:
     """A field's schema as shown: its maximum from the template's default where
     the deployment sets it; an optional field without a default may be null
-    (the use case then takes its default)."""
+    (the use case then takes its default). A body field's default is said in
+    its description alone: generators (openapi-typescript among them) make a
+    property with a default a required one, and a caller need not send it."""
     schema = spec.schema | ({"maximum": int(parameters[spec.maximum_from])} if spec.maximum_from else {})
-    if spec.default is not None:
+    if spec.default is not None and spec.where != "body":
         schema |= {"default": spec.default}
     elif not spec.required:
         schema = {"anyOf": [schema, {"type": "null"}]}

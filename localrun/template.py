@@ -43,6 +43,8 @@ from samcli.lib.cfn_language_extensions.resolvers.fn_sub import PLACEHOLDER_PATT
 from samcli.lib.cfn_language_extensions.utils import derive_partition, derive_url_suffix
 from samcli.yamlhelper import yaml_parse
 
+from localrun.names import did_you_mean
+
 ROOT = Path(__file__).resolve().parent.parent
 # What leaves a property (or a list's entry) out where a condition says so.
 NO_VALUE = {"Ref": "AWS::NoValue"}
@@ -259,7 +261,8 @@ class Template:
         }
         unknown = set(parameter_overrides or {}) - set(self.parameters)
         if unknown:
-            raise ValueError(f"template.yaml has no parameter(s) {sorted(unknown)}")
+            said = ", ".join(f"{name}{did_you_mean(name, self.parameters)}" for name in sorted(unknown))
+            raise ValueError(f"template.yaml has no parameter {said}")
         for name, value in (parameter_overrides or {}).items():
             allowed = [str(choice) for choice in self.raw["Parameters"][name].get("AllowedValues", [value])]
             if value not in allowed:
@@ -392,8 +395,8 @@ class Template:
     def _value(self, value: Any, physical_names: dict[str, str], parameters: dict[str, str]) -> str:
         """A value the language extensions have resolved (or Globals', which
         they leave as written: a literal or a Ref) as CloudFormation gives
-        it: literals, Refs to ``parameters`` and to resources
-        (``physical_names``)."""
+        it: literals, Refs to ``parameters``, to the stack's pseudo
+        parameters (AWS::StackName) and to resources (``physical_names``)."""
         if isinstance(value, bool):
             return str(value).lower()
         if isinstance(value, str | int | float):
@@ -402,6 +405,8 @@ class Template:
             ref = value["Ref"]
             if ref in parameters:
                 return parameters[ref]
+            if ref in self.stack.values:
+                return self.stack.values[ref]
             if ref in physical_names:
                 return physical_names[ref]
         raise ValueError(f"cannot resolve {value!r} outside AWS; give it a local value")
@@ -418,7 +423,32 @@ class Template:
         with the parameters' values."""
         return self.resolved.holds(expression)
 
+    def refusals(self) -> list[tuple[str, str]]:
+        """The template's Rules that refuse these parameters' values, as
+        CloudFormation would before deploying anything: (the rule, the
+        AssertDescription of each assertion that fails)."""
+        found = []
+        for name, rule in self.raw.get("Rules", {}).items():
+            if "RuleCondition" in rule and not self.holds(rule["RuleCondition"]):
+                continue
+            found += [
+                (name, assertion["AssertDescription"])
+                for assertion in rule["Assertions"]
+                if not self.holds(assertion["Assert"])
+            ]
+        return found
+
 
 @functools.cache
 def default_template() -> Template:
     return Template()
+
+
+@functools.cache
+def template_with(overrides: tuple[tuple[str, str], ...], stack: Stack = STACK) -> Template:
+    """template.yaml read with these parameters' values (sorted pairs) in
+    ``stack``, once per process, so that what is worked out of it (its
+    resolution, its transform: about a second) is too, for every reader:
+    the template tests and scripts/parameter_changes.py. Shared: read it,
+    never change it."""
+    return Template(parameter_overrides=dict(overrides), stack=stack)

@@ -168,6 +168,9 @@ CLI_COMMANDS = {
     "delete": "delete",
     "request": None,
 }
+# Commands of the command line that are no one operation of the clients, but
+# a procedure made of several (each listed in the table by its own name).
+CLI_PROCEDURES = {"recover": "idblocks.recovery: list, create, set_next and delete"}
 
 
 def client_operations() -> dict[str, str]:

@@ -28,6 +28,7 @@ DYNAMODB = "layers/core/idblocks_core/dal/dynamodb.py"
 NEXT_CACHE = "layers/core/idblocks_core/logic/next_cache.py"
 ALLOCATION = "layers/core/idblocks_core/logic/allocation.py"
 SAR = "scripts/sar_template.py"
+CALLERS_TEMPLATE = "tests/infra/test_callers_template.py"
 # Each function's own Timeout, and the comment before batch's and admin's.
 TIMEOUT = "      Timeout: !Ref FunctionTimeout\n"
 AS_NEXT = "      # What the parameters set: as NextFunction's, which says why it is here.\n"
@@ -42,6 +43,11 @@ class Mutant:
     new: str
     tests: tuple[str, ...]
 
+
+RECORDS = "client/idblocks/records.py"
+RECOVERY = "client/idblocks/recovery.py"
+RECOVERY_TESTS = "tests/unit/test_recovery.py"
+RECORDS_TESTS = "tests/unit/test_recovery_records.py"
 
 MUTANTS = [
     Mutant(
@@ -332,10 +338,200 @@ MUTANTS = [
         "the admin function may act on any table",
         "template.yaml",
         """                - dynamodb:Scan
-              Resource: !GetAtt CountersTable.Arn""",
+              Resource: !If
+                - CreatesCountersTable
+                - !GetAtt CountersTable.Arn
+""",
         """                - dynamodb:Scan
-              Resource: "*\"""",
+              Resource: !If
+                - CreatesCountersTable
+                - "*"
+""",
         ("tests/infra/test_template.py",),
+    ),
+    Mutant(
+        "counters-writable-by-put-item",
+        "the counters table's policy leaves PutItem out: an administrator's put-item resets a counter",
+        "template.yaml",
+        "              Action:\n                - dynamodb:PutItem\n                - dynamodb:UpdateItem\n",
+        "              Action:\n                - dynamodb:UpdateItem\n",
+        (
+            "tests/infra/test_counters_table_policy.py"
+            "::test_only_the_stacks_functions_may_write_a_counter_an_administrator_included",
+        ),
+    ),
+    Mutant(
+        "counters-writable-by-any-role",
+        "the counters table's policy lets every role of the account write, not the stack's functions' only",
+        "template.yaml",
+        'role/idblocks/${AWS::Region}/${AWS::StackName}/*"\n',
+        'role/*"\n',
+        (
+            "tests/infra/test_counters_table_policy.py"
+            "::test_only_the_stacks_functions_may_write_a_counter_an_administrator_included",
+        ),
+    ),
+    Mutant(
+        "functions-outside-the-path",
+        "the functions' roles are made outside the path the counters table's policy lets write",
+        "template.yaml",
+        '    RolePath: !Sub "/idblocks/${AWS::Region}/${AWS::StackName}/"\n',
+        "",
+        (
+            "tests/infra/test_counters_table_policy.py"
+            "::test_only_the_stacks_functions_may_write_a_counter_an_administrator_included",
+        ),
+    ),
+    Mutant(
+        "output-policy-drifts",
+        "the policy output for an existing table leaves TTL out, where the created table's denies it",
+        "template.yaml",
+        '"dynamodb:WriteDataForReplication",\n        "dynamodb:UpdateTimeToLive"]',
+        '"dynamodb:WriteDataForReplication"]',
+        (
+            "tests/infra/test_counters_table_policy.py"
+            "::test_a_stack_on_an_existing_table_outputs_the_policy_a_created_table_gets",
+        ),
+    ),
+    Mutant(
+        "existing-table-still-created",
+        "with ExistingCountersTable the stack still creates an empty counters table",
+        "template.yaml",
+        "    Condition: CreatesCountersTable\n    DeletionPolicy: Retain\n",
+        "    DeletionPolicy: Retain\n",
+        (
+            "tests/infra/test_existing_counters_table.py"
+            "::test_with_an_existing_table_the_stack_creates_none_and_everything_uses_it",
+        ),
+    ),
+    Mutant(
+        "metrics-under-one-service",
+        "every stack's functions emit under the service idblocks: two stacks add to one metric",
+        "template.yaml",
+        "        POWERTOOLS_SERVICE_NAME: !Ref AWS::StackName\n",
+        "        POWERTOOLS_SERVICE_NAME: idblocks\n",
+        ("tests/infra/test_stack_metrics.py::test_each_stacks_functions_emit_under_the_stacks_name",),
+    ),
+    Mutant(
+        "alarm-reads-one-service",
+        "the running-low alarm reads the service idblocks in every stack: another stack's counter fires it",
+        "template.yaml",
+        "                # The stack's name: the service its functions emit as (Globals).\n"
+        "                - Name: service\n                  Value: !Ref AWS::StackName\n",
+        "                - Name: service\n                  Value: idblocks\n",
+        (
+            "tests/infra/test_stack_metrics.py"
+            "::test_no_alarm_or_widget_of_one_stack_reads_a_metric_the_other_emits",
+        ),
+    ),
+    Mutant(
+        "organization-takes-own-account",
+        "the Organization's allow lets every principal of the stack's own account call next, policy or not",
+        "template.yaml",
+        """                      aws:PrincipalOrgID: !Ref CallerOrganizationId
+                    StringNotEquals:
+                      aws:PrincipalAccount: !Ref AWS::AccountId""",
+        """                      aws:PrincipalOrgID: !Ref CallerOrganizationId""",
+        (
+            CALLERS_TEMPLATE
+            + "::test_a_role_of_the_stacks_account_with_no_policy_may_call_nothing_though_it_is_named",
+        ),
+    ),
+    Mutant(
+        "listed-accounts-take-own-account",
+        "CallerAccounts listing the stack's own account lets its every principal call next",
+        "template.yaml",
+        """                      aws:PrincipalAccount: !Split [",", !Ref CallerAccounts]
+                    StringNotEquals:
+                      aws:PrincipalAccount: !Ref AWS::AccountId""",
+        """                      aws:PrincipalAccount: !Split [",", !Ref CallerAccounts]""",
+        (
+            CALLERS_TEMPLATE
+            + "::test_a_role_of_the_stacks_account_with_no_policy_may_call_nothing_though_it_is_named",
+        ),
+    ),
+    Mutant(
+        "other-accounts-every-counter",
+        "the resource policy lets other accounts take IDs of every counter, whatever ClientCounters says",
+        "template.yaml",
+        """                - Sid: OrganizationTakesIds
+                  Effect: Allow
+                  Principal: "*"
+                  Action: execute-api:Invoke
+                  Resource:
+                    - !Sub "execute-api:/${StageName}/POST/counters/${ClientCounters}/next\"""",
+        """                - Sid: OrganizationTakesIds
+                  Effect: Allow
+                  Principal: "*"
+                  Action: execute-api:Invoke
+                  Resource:
+                    - !Sub "execute-api:/${StageName}/POST/counters/*/next\"""",
+        (CALLERS_TEMPLATE + "::test_callers_in_other_accounts_take_only_the_counters_client_counters_names",),
+    ),
+    Mutant(
+        "no-admin-deny-for-other-accounts",
+        "the admin routes are kept from other accounts only by no statement allowing them",
+        "template.yaml",
+        """              - Sid: AdminOnlyFromThisAccount
+                Effect: Deny""",
+        """              - Sid: AdminOnlyFromThisAccount
+                Effect: Allow""",
+        (
+            CALLERS_TEMPLATE
+            + "::test_a_role_of_another_account_may_call_no_admin_route_and_is_denied_explicitly",
+        ),
+    ),
+    Mutant(
+        "private-any-endpoint",
+        "a private API takes requests through any VPC endpoint",
+        "template.yaml",
+        """                    StringNotEquals:
+                      aws:SourceVpce: !Split [",", !Ref VpcEndpointIds]""",
+        """                    StringEquals:
+                      aws:SourceVpce: "vpce-00000000\"""",
+        (CALLERS_TEMPLATE + "::test_a_private_api_refuses_a_request_through_an_endpoint_it_does_not_list",),
+    ),
+    Mutant(
+        "dev-server-either-across-accounts",
+        "the dev server lets another account's caller in when either policy allows, not both",
+        "devserver/policy.py",
+        "        allowed = identity.allowed and resource_allows",
+        "        allowed = identity.allowed or resource_allows",
+        (
+            "tests/unit/test_devserver_policy.py::test_iam_auth_takes_either_policy_in_the_same_account_and_both_from_another",
+            "tests/integration/test_devserver_policy_oracle.py::test_the_stacks_resource_policies_decide_alike_for_every_caller",
+        ),
+    ),
+    Mutant(
+        "dev-server-absent-key-matches",
+        "a condition key the request lacks matches: a private API takes requests through no endpoint",
+        "devserver/policy.py",
+        """        if given is None:
+            return negated""",
+        """        if given is None:
+            return not negated""",
+        ("tests/unit/test_devserver_policy.py::test_a_condition_holds_as_iam_evaluates_it",),
+    ),
+    Mutant(
+        "dev-server-own-key-unchecked",
+        "the dev server's own credentials skip the API's resource policy",
+        "devserver/gateway.py",
+        """            who = self.identities.get(key.access_key) or self._own()
+            self._authorize(who, method, received.path)""",
+        """            who = self.identities.get(key.access_key) or self._own()
+            if who.policy is not None:
+                self._authorize(who, method, received.path)""",
+        (
+            "tests/e2e/test_least_privilege.py::test_a_private_api_refuses_a_request_through_an_endpoint_it_does_not_list",
+        ),
+    ),
+    Mutant(
+        "client-no-region-from-private-host",
+        "the client finds no region in a private API's endpoint-specific host name",
+        "client/idblocks/auth.py",
+        "(?:-vpce-[0-9a-f]+)?\\.execute-api",
+        "\\.execute-api",
+        ("tests/unit/test_client_http.py::test_iam_auth_signs_a_private_apis_url_for_its_region_and_host",),
     ),
     Mutant(
         "no-pitr",
@@ -456,11 +652,98 @@ MUTANTS = [
     Mutant(
         "client-restore-resends-key",
         "a request begun before a SnapStart restore is retried after it, with its key",
-        "client/idblocks/exchange.py",
-        "        if snapstart.restores != begun:\n",
-        "        if False:\n",
+        "client/idblocks/snapstart.py",
+        "    return restores != begun\n",
+        "    return False\n",
         (
             "tests/unit/test_client_snapstart.py::test_an_http_request_begun_before_a_restore_is_not_retried_after_it",
+        ),
+    ),
+    Mutant(
+        "client-restore-checked-before-signing",
+        "HttpBackend checks for a restore only before signing: a thread signing across one sends",
+        "client/idblocks/backend.py",
+        "        snapstart.check_not_restored_since()\n        super().request(*args, **kwargs)\n",
+        "        super().request(*args, **kwargs)\n",
+        (
+            "tests/unit/test_client_snapstart.py::test_a_thread_whose_request_waits_at_a_restore_sends_nothing_after_it",
+        ),
+    ),
+    Mutant(
+        "client-restore-checked-after-signing",
+        "HttpBackend checks for a restore once signed: a thread resolving a name across one sends",
+        "client/idblocks/backend.py",
+        "            # What the connection checks before it writes (_RestoreChecked).\n",
+        "            snapstart.check_not_restored_since(attempt.begun)\n",
+        (
+            "tests/unit/test_client_snapstart.py::test_a_thread_whose_request_waits_at_a_restore_sends_nothing_after_it",
+        ),
+    ),
+    Mutant(
+        "client-restore-checked-after-signing-not-in-connection",
+        "(its companion: the connection's check goes)",
+        "client/idblocks/backend.py",
+        "        snapstart.check_not_restored_since()\n        super().request(*args, **kwargs)\n",
+        "        super().request(*args, **kwargs)\n",
+        (),
+    ),
+    Mutant(
+        "client-async-restore-checked-before-signing",
+        "AsyncHttpBackend checks for a restore only before signing: each copy sends what it signed",
+        "client/idblocks/async_backend.py",
+        '                extensions={"trace": _RestoreCheck(attempt.begun)},\n',
+        "",
+        (
+            "tests/integration/test_client_snapstart_restore.py::test_a_request_waiting_to_be_signed_or_resolved_at_the_snapshot_sends_nothing_after_it",
+        ),
+    ),
+    Mutant(
+        "client-async-restore-checked-after-signing",
+        "AsyncHttpBackend checks for a restore once signed: each copy sends what it resolved across one",
+        "client/idblocks/async_backend.py",
+        "        try:\n            response = await self._http().request(\n",
+        "        try:\n            snapstart.check_not_restored_since(attempt.begun)\n"
+        "            response = await self._http().request(\n",
+        (
+            "tests/integration/test_client_snapstart_restore.py::test_a_request_waiting_to_be_signed_or_resolved_at_the_snapshot_sends_nothing_after_it",
+        ),
+    ),
+    Mutant(
+        "client-async-restore-checked-after-signing-no-trace",
+        "(its companion: the check in httpx goes)",
+        "client/idblocks/async_backend.py",
+        '                extensions={"trace": _RestoreCheck(attempt.begun)},\n',
+        "",
+        (),
+    ),
+    Mutant(
+        "client-restore-key-drawn-before",
+        "a Sequence's request counts as begun when it is sent, not when its key was drawn",
+        "client/idblocks/sequence.py",
+        "                with snapstart.requests_begun_at(request.began):\n",
+        "                with contextlib.nullcontext():\n",
+        (
+            "tests/unit/test_client_snapstart.py::test_a_sequence_request_whose_key_was_drawn_before_a_restore_is_not_sent_after_it",
+        ),
+    ),
+    Mutant(
+        "client-async-restore-key-drawn-before",
+        "an AsyncSequence's request counts as begun when it is sent, not when its key was drawn",
+        "client/idblocks/async_sequence.py",
+        "            with snapstart.requests_begun_at(request.began):\n",
+        "            with contextlib.nullcontext():\n",
+        (
+            "tests/unit/test_client_snapstart.py::test_an_async_sequence_request_whose_key_was_drawn_before_a_restore_is_not_sent_after_it",
+        ),
+    ),
+    Mutant(
+        "client-caller-waits-out-retries",
+        "a thread sends its own block request and waits for every retry, past its wait_timeout",
+        "client/idblocks/sequence.py",
+        "                self._fetch_within(need, deadline)\n",
+        "                self._fetch(need)\n",
+        (
+            "tests/unit/test_client_wait_timeout.py::test_a_thread_waits_no_longer_than_wait_timeout_for_a_service_that_never_answers",
         ),
     ),
     Mutant(
@@ -530,6 +813,175 @@ MUTANTS = [
             ("admin", "      CodeUri: functions/admin/\n      Handler: app.lambda_handler\n" + AS_NEXT),
         ]
     ),
+    Mutant(
+        "plain-http-retried",
+        "https:// to a server speaking plain HTTP is retried as a network error, for seconds, with no hint",
+        "client/idblocks/exchange.py",
+        "            if answered_in_plain_http(outcome.error):\n",
+        "            if False:\n",
+        (
+            "tests/unit/test_client_cannot_connect.py"
+            "::test_given_https_to_a_plain_http_server_when_a_sequence_asks_then_it_is_told_at_once_to_use_http",
+        ),
+    ),
+    Mutant(
+        "signature-advice-names-the-servers-key",
+        "a signature that does not match is told to sign with the dev server's own key, whoever signed it",
+        "devserver/gateway.py",
+        "sign with the secret key of {self._whose(refused.access_key)}",
+        "sign with the secret key of {self._whose(self.credentials and self.credentials.key.access_key)}",
+        (
+            "tests/unit/test_devserver_sigv4.py"
+            "::test_a_wrong_secret_is_told_to_sign_with_the_secret_of_the_key_it_used_and_no_secret_is_shown",
+        ),
+    ),
+    Mutant(
+        "a-secret-in-the-advice",
+        "the keys the dev server names in a refusal carry their secrets",
+        "devserver/gateway.py",
+        """        known += [f"{access_key} ({who.name})" for access_key, who in self.identities.items()]""",
+        """        known += [f"{access_key}:{who.key.secret_key} ({who.name})" """
+        """for access_key, who in self.identities.items()]""",
+        (
+            "tests/unit/test_devserver_sigv4.py"
+            "::test_a_wrong_secret_is_told_to_sign_with_the_secret_of_the_key_it_used_and_no_secret_is_shown",
+        ),
+    ),
+    Mutant(
+        "sigterm-not-handled",
+        "the dev server takes SIGTERM's default: `kill` of make dev & ends it where it stands, not cleanly",
+        "devserver/__main__.py",
+        "    signal.signal(signal.SIGTERM, stopper.request)\n",
+        "",
+        (
+            "tests/integration/test_devserver.py"
+            "::test_make_dev_started_in_a_scripts_background_stops_as_the_development_page_says",
+        ),
+    ),
+    Mutant(
+        "not-found-without-auto-create-said",
+        "next on a missing counter where AutoCreateCounters is false does not say why it was not created",
+        "layers/core/idblocks_core/logic/allocation.py",
+        "                    raise CounterNotFound(name, NOT_CREATED_ON_USE) from missing\n",
+        "                    raise\n",
+        (
+            "tests/unit/test_allocation_routes.py"
+            "::test_a_missing_counter_is_told_with_the_command_that_creates_it_and_the_parameter_that_would",
+        ),
+    ),
+    Mutant(
+        "recover-last-record-not-highest",
+        "recover keeps each counter's last record, not its highest: a replay logged late lowers the mark",
+        RECORDS,
+        "        if last_id > self.highest.get(counter, 0):",
+        "        if True:",
+        (f"{RECORDS_TESTS}::test_the_dev_servers_records_output_gives_each_counters_highest_id",),
+    ),
+    Mutant(
+        "recover-unreadable-record-skipped",
+        "a record whose IDs cannot be read exactly is skipped as not a record: its IDs are left out",
+        RECORDS,
+        "        except _Unreadable as exc:\n            raise RecordsError(",
+        "        except _Unreadable as exc:\n            return False\n            raise RecordsError(",
+        (f"{RECORDS_TESTS}::test_a_record_that_cannot_be_read_exactly_stops_the_reading",),
+    ),
+    Mutant(
+        "recover-insights-rounded-id",
+        "an ID from Logs Insights above 2^53, maybe rounded down, is taken as it shows",
+        RECORDS,
+        "    if insights and number > INSIGHTS_EXACT:",
+        "    if False:",
+        (f"{RECORDS_TESTS}::test_an_insights_number_above_2_53_is_refused",),
+    ),
+    Mutant(
+        "recover-partial-query-results",
+        "the results of a Logs Insights query still running are taken as all there is",
+        RECORDS,
+        '        if status is not None and status != "Complete":',
+        "        if False:",
+        (f"{RECORDS_TESTS}::test_results_of_a_query_still_running_are_refused",),
+    ),
+    Mutant(
+        "recover-missing-pages",
+        "a filter-log-events file whose last page says more follow is taken as all there is",
+        RECORDS,
+        "        if self.events.more_follow:",
+        "        if False:",
+        (f"{RECORDS_TESTS}::test_a_page_that_says_more_follow_and_is_last_is_refused",),
+    ),
+    Mutant(
+        "recover-set-at-the-mark",
+        "recover sets next to the highest ID handed out, which is then handed out again",
+        RECOVERY,
+        '    elif handed_out < here.max:\n        steps.append(Step("set", next=handed_out + 1))',
+        '    elif handed_out < here.max:\n        steps.append(Step("set", next=handed_out))',
+        (f"{RECOVERY_TESTS}::test_a_live_counter_not_above_what_was_handed_out_is_set_above_it",),
+    ),
+    Mutant(
+        "recover-next-equal-is-above",
+        "a counter whose next is the highest ID handed out is left as it is",
+        RECOVERY,
+        "    elif here.next > handed_out:",
+        "    elif here.next >= handed_out:",
+        (f"{RECOVERY_TESTS}::test_a_counter_whose_next_is_the_highest_id_handed_out_is_set_above_it",),
+    ),
+    Mutant(
+        "recover-deleted-there-left-live",
+        "a counter deleted in the other table is left live here",
+        RECOVERY,
+        "    if other is not None and other.deleted and (here is None or not here.deleted):",
+        "    if False:",
+        (
+            f"{RECOVERY_TESTS}::test_a_counter_deleted_in_the_other_table_is_raised_then_deleted_here",
+            f"{RECOVERY_TESTS}"
+            "::test_from_the_other_table_every_counter_ends_above_its_mark_and_deleted_there_stays_deleted",
+        ),
+    ),
+    Mutant(
+        "recover-dry-run-writes",
+        "a dry run carries the plan out",
+        RECOVERY,
+        "    if not dry_run:\n        try:",
+        "    if True:\n        try:",
+        (f"{RECOVERY_TESTS}::test_from_the_records_every_counter_ends_above_every_id_handed_out",),
+    ),
+    Mutant(
+        "recover-older-stack-trusted",
+        "a stack that lists no deleted counters is trusted: its deleted ones look absent, and are revived",
+        RECOVERY,
+        '        if page.get("deleted") is not True:',
+        "        if False:",
+        (f"{RECOVERY_TESTS}::test_a_stack_that_lists_no_deleted_counters_is_refused_and_nothing_changes",),
+    ),
+    Mutant(
+        "recover-table-first-page",
+        "the other table is read one Scan page only: the counters past it are left out",
+        "client/idblocks/counters_table.py",
+        '        if "LastEvaluatedKey" not in page:\n            return counters',
+        "        return counters",
+        (f"{RECOVERY_TESTS}::test_the_other_table_is_read_whole_a_page_at_a_time",),
+    ),
+    Mutant(
+        "deleted-mark-raised-unasked",
+        "a PUT without deleted raises a deleted counter's kept mark: an older caller's 404 becomes a write",
+        STORE,
+        "                if not deleted or next_id is None or cache is not None:",
+        "                if next_id is None or cache is not None:",
+        (
+            "tests/unit/test_admin_routes.py"
+            "::test_set_on_a_deleted_counter_raises_the_mark_it_keeps_and_it_stays_deleted",
+        ),
+    ),
+    Mutant(
+        "deleted-mark-lowered",
+        "PUT next on a deleted counter lowers the mark it keeps: a re-creation hands out its IDs again",
+        STORE,
+        '            ConditionExpression="attribute_exists(#deleted) AND #hwm <= :hwm",',
+        '            ConditionExpression="attribute_exists(#deleted)",',
+        (
+            "tests/unit/test_admin_routes.py::test_set_below_a_deleted_counters_mark_is_409_and_changes_nothing",
+        ),
+    ),
 ]
 # Mutants that only make sense together.
 TOGETHER = {
@@ -537,6 +989,8 @@ TOGETHER = {
     "revive-below-mark": ["revive-below-mark-store"],
     "moved-back-refused-after-the-write": ["moved-back-refused-after-the-write-unconditioned"],
     "timeout-in-globals": [f"timeout-in-globals-{function}" for function in ("next", "batch", "admin")],
+    "client-restore-checked-after-signing": ["client-restore-checked-after-signing-not-in-connection"],
+    "client-async-restore-checked-after-signing": ["client-async-restore-checked-after-signing-no-trace"],
 }
 
 

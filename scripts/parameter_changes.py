@@ -30,7 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from localrun.template import Template, default_template
+from localrun.template import default_template, template_with
 
 # Resource types whose replacement or deletion changes what callers hold.
 HELD = {
@@ -53,6 +53,10 @@ AUTHS = ("AWS_IAM", "API_KEY", "NONE")
 CERTIFICATE = "arn:aws:acm:us-east-1:123456789012:certificate/1"
 DOMAIN = {"CustomDomainName": "ids.example.com", "CustomDomainCertificateArn": CERTIFICATE}
 API_KEYS = {"ClientAuth": "API_KEY"}
+KEPT_TABLE = "idblocks-CountersTable-1A2B3C4D5E6F"
+ORGANIZATION = "o-abcdefghij"
+ENDPOINTS = {"VpcEndpointIds": "vpce-0123456789abcdef0"}
+PRIVATE = {"EndpointType": "PRIVATE"}
 CHANGES: dict[str, list[tuple[dict[str, str], str, str]]] = {
     "StageName": [({}, "v1", "v2")],
     # Between any two: each value has resources of its own.
@@ -72,6 +76,21 @@ CHANGES: dict[str, list[tuple[dict[str, str], str, str]]] = {
     ],
     "CustomDomainBasePath": [(DOMAIN, "v1", "v2"), (DOMAIN, "v1", "")],
     "DisableExecuteApiEndpoint": [({}, "true", "false"), (DOMAIN, "true", "false")],
+    # Onto the table a deleted stack of the same name left, and back.
+    "ExistingCountersTable": [({}, "", KEPT_TABLE), ({}, KEPT_TABLE, "")],
+    "CounterRepairRoleArn": [({}, "", "arn:aws:iam::123456789012:role/id-repair")],
+    "CallerOrganizationId": [({}, "", ORGANIZATION)],
+    "CallerAccounts": [({}, "", "210987654321,111122223333")],
+    "EndpointType": [({}, "REGIONAL", "PRIVATE"), ({}, "PRIVATE", "REGIONAL")],
+    "VpcEndpointIds": [(PRIVATE, ENDPOINTS["VpcEndpointIds"], "vpce-0123456789abcdef0,vpce-11112222")],
+}
+
+# Values the template's rules refuse without others: a stack with one of
+# them has those too, so a change to or from it changes them in the same
+# update. A private API needs its endpoints, and endpoints are refused
+# without a private API.
+ALONG: dict[tuple[str, str], dict[str, str]] = {
+    ("EndpointType", "PRIVATE"): ENDPOINTS,
 }
 
 # Held resources a change replaces or deletes on purpose: (parameter, the
@@ -90,6 +109,11 @@ ON_PURPOSE = {
     ),
     ("ClientAuth", "AWS::ApiGateway::UsagePlan"): (
         "callers no longer send API keys: the usage plan and its keys' association with the API go"
+    ),
+    ("ExistingCountersTable", "AWS::DynamoDB::Table"): (
+        "the stack stops creating its counters table and uses the one the parameter names; the table "
+        "leaves the stack but is not deleted (DeletionPolicy Retain), counters and resource policy "
+        "included: name it (the CountersTableName output) to go on with its counters"
     ),
 }
 
@@ -110,6 +134,11 @@ class Change:
     deleted: tuple[str, ...]
     # what each of those resources is: logical id -> resource type
     types: tuple[tuple[str, str], ...]
+    # those of ``deleted`` whose DeletionPolicy keeps them: they leave the
+    # stack, not the account
+    retained: tuple[str, ...] = ()
+    # other parameters the same update changes (ALONG): (name, before, after)
+    along: tuple[tuple[str, str, str], ...] = ()
 
     def held(self, ids: tuple[str, ...]) -> tuple[str, ...]:
         types = dict(self.types)
@@ -120,7 +149,7 @@ class Change:
 def _deployed(settings: tuple[tuple[str, str], ...]) -> dict[str, Any]:
     """The resources CloudFormation creates with these parameter values: the
     transformed template without those a false condition leaves out."""
-    return Template(parameter_overrides=dict(settings)).created
+    return template_with(settings).created
 
 
 @functools.cache
@@ -181,10 +210,24 @@ def _names(value: Any) -> set[str]:
     return found
 
 
+def values_of(parameter: str, value: str, settings: dict[str, str]) -> dict[str, str]:
+    """The parameters given (the others keep their defaults) of a stack
+    where ``parameter`` is ``value``: ``settings``, and what ALONG says
+    goes with that value."""
+    return settings | ALONG.get((parameter, value), {}) | {parameter: value}
+
+
 def change(parameter: str, before: str, after: str, settings: dict[str, str] | None = None) -> Change:
     settings = dict(settings or {})
-    old = _deployed(tuple(sorted((settings | {parameter: before}).items())))
-    new = _deployed(tuple(sorted((settings | {parameter: after}).items())))
+    old_values, new_values = values_of(parameter, before, settings), values_of(parameter, after, settings)
+    defaults = default_template().parameters
+    along = tuple(
+        (name, old_values.get(name, defaults[name]), new_values.get(name, defaults[name]))
+        for name in sorted((set(old_values) | set(new_values)) - {parameter})
+        if old_values.get(name, defaults[name]) != new_values.get(name, defaults[name])
+    )
+    old = _deployed(tuple(sorted(old_values.items())))
+    new = _deployed(tuple(sorted(new_values.items())))
     values = (before, after)
     renamed: dict[str, str] = {}  # new logical id -> old, for a resource whose id changed
     gone = {_identity(k, r, values): k for k, r in old.items() if k not in new}
@@ -193,6 +236,7 @@ def change(parameter: str, before: str, after: str, settings: dict[str, str] | N
             renamed[logical_id] = gone.pop(_identity(logical_id, resource, values))
     created = {k for k in new if k not in old and k not in renamed}
     deleted = set(gone.values())
+    retained = {k for k in deleted if old[k].get("DeletionPolicy") in ("Retain", "RetainExceptOnCreate")}
     replaced = {old_id for old_id in renamed.values()}
     updated = set()
     for logical_id in set(new) & set(old):
@@ -241,6 +285,8 @@ def change(parameter: str, before: str, after: str, settings: dict[str, str] | N
         created=tuple(sorted({shown(k) for k in created})),
         deleted=tuple(sorted({shown(k) for k in deleted})),
         types=tuple(sorted(types.items())),
+        retained=tuple(sorted({shown(k) for k in retained})),
+        along=along,
     )
 
 
@@ -297,9 +343,9 @@ def on_purpose(each: Change) -> dict[str, str]:
 _FOLLOWS_FUNCTION = re.compile(r"^(\w+Function)(Version|Aliaslive)$")
 
 
-def _ids(ids: tuple[str, ...], functions: set[str]) -> str:
+def _ids(ids: tuple[str, ...], functions: set[str], retained: tuple[str, ...] = ()) -> str:
     shown = [i for i in ids if not ((found := _FOLLOWS_FUNCTION.match(i)) and found[1] in functions)]
-    return ", ".join(f"`{i}`" for i in shown)
+    return ", ".join(f"`{i}` (kept: Retain)" if i in retained else f"`{i}`" for i in shown)
 
 
 def _value(value: str) -> str:
@@ -325,17 +371,30 @@ def table() -> str:
     for each in all_changes():
         for logical_id, why in on_purpose(each).items():
             reasons[each.parameter, logical_id] = why
-        effect = (each.updated, each.replaced, each.created, each.deleted)
-        grouped.setdefault((each.parameter, each.before, each.settings, *effect), []).append(each)
-    for (parameter, before, settings, updated, replaced, created, deleted), group in grouped.items():
+        effect = (each.updated, each.replaced, each.created, each.deleted, each.retained)
+        grouped.setdefault((each.parameter, each.before, each.settings, each.along, *effect), []).append(each)
+    for (
+        parameter,
+        before,
+        settings,
+        along,
+        updated,
+        replaced,
+        created,
+        deleted,
+        retained,
+    ), group in grouped.items():
         functions = {i for i in updated if i.endswith("Function")}
         after = ", ".join(_value(each.after) for each in group)
         if after == _value(before):
             after = "another"
         change_text = f"{_value(before)} → {after}"
+        change_text += "".join(f", `{name}` {_value(old)} → {_value(new)}" for name, old, new in along)
         if settings:
             change_text += " (with " + ", ".join(_setting(name, value) for name, value in settings) + ")"
-        cells = [_ids(ids, functions) for ids in (updated, replaced, created, deleted)]
+        cells = [_ids(ids, functions) for ids in (updated, replaced, created)] + [
+            _ids(deleted, functions, retained)
+        ]
         rows.append(f"| `{parameter}` | {change_text} | {' | '.join(cells)} |")
     lines = [*rows, ""]
     if reasons:

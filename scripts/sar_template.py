@@ -52,11 +52,23 @@ SUPPORTED_LIST = Path(__file__).with_name("sar_supported_resources.json")
 # The parameters SAM needs decided, and the published application's values:
 # the secure default for callers, and SnapStart off. (OpenTelemetryLayerArn's
 # Fn::If, in the layers, environment and policies, SAM passes on to
-# CloudFormation: it stays a parameter.)
-DECIDED = {"ClientAuth": "AWS_IAM", "SnapStart": "Disabled"}
+# CloudFormation: it stays a parameter.) Who may call from other accounts and
+# through which endpoints is decided too: SAM reads the API's endpoint type,
+# and writes its resource policy into the definition it generates, where an
+# Fn::If would stay unresolved in the deployment's hash, so that a changed
+# policy would never be deployed (API Gateway applies one with the next
+# deployment). Published: a regional API for the stack's own account.
+DECIDED = {
+    "ClientAuth": "AWS_IAM",
+    "SnapStart": "Disabled",
+    "CallerOrganizationId": "",
+    "CallerAccounts": "",
+    "EndpointType": "REGIONAL",
+    "VpcEndpointIds": "",
+}
 # What a publisher may decide otherwise for a variant of their own (--set).
 # SnapStart stays off: it needs the published versions this template drops.
-SETTABLE = ("ClientAuth",)
+SETTABLE = ("ClientAuth", "CallerOrganizationId", "CallerAccounts", "EndpointType", "VpcEndpointIds")
 # Resource types left out of the published application, and why.
 LEFT_OUT = {
     "AWS::Logs::QueryDefinition": "not on the repository's list of supported resources",
@@ -168,17 +180,40 @@ def _decide_parameters(template: dict[str, Any], source: Template, decided: Mapp
                 del template[section][name]
     for name, rule in list(template.get("Rules", {}).items()):
         condition = rule.get("RuleCondition")
-        if condition is None or not _references(condition) <= set(decided):
-            continue
-        del rule["RuleCondition"]
-        if not source.holds(condition):
-            del template["Rules"][name]
+        if condition is not None:
+            if not _references(condition) <= set(decided):
+                continue
+            del rule["RuleCondition"]
+            if not source.holds(condition):
+                del template["Rules"][name]
+                continue
+        _decide_assertions(template, name, source)
     if not template.get("Rules", True):
         del template["Rules"]
     for name in fixed:
         del template["Conditions"][name]
     for name in decided:
         del template["Parameters"][name]
+
+
+def _decide_assertions(template: dict[str, Any], name: str, source: Template) -> None:
+    """A rule that applies to every stack of the variant: an assertion on
+    decided parameters only is checked now, and goes (the variant is
+    refused, with the rule's reason, where it fails); the rule goes once it
+    asserts nothing more."""
+    rule = template["Rules"][name]
+    kept = []
+    for assertion in rule["Assertions"]:
+        if _references(assertion["Assert"]):
+            kept.append(assertion)
+        elif not source.holds(assertion["Assert"]):
+            raise SarTemplateError(
+                f"template.yaml's rule {name} refuses this variant: {assertion['AssertDescription']}"
+            )
+    if kept:
+        rule["Assertions"] = kept
+    else:
+        del template["Rules"][name]
 
 
 def _decided_conditions(source: Template, decided: Mapping[str, str]) -> dict[str, bool]:
@@ -208,7 +243,7 @@ def _decide(
             return _decide(if_true if fixed[name] else if_false, fixed, decided, in_function=in_function)
         if set(value) == {"Ref"} and value["Ref"] in decided:
             return decided[value["Ref"]]
-        if set(value) == {"Fn::Sub"} and _references(value) & set(decided):
+        if set(value) == {"Fn::Sub"} and _sub_names(value["Fn::Sub"]) & set(decided):
             raise SarTemplateError(f"{value} names a decided parameter: write it with Ref")
         function = len(value) == 1 and next(iter(value)).startswith("Fn::")
         # The mapping's own type: SAM CLI's YAML writer keeps an OrderedDict's order.
@@ -283,12 +318,18 @@ def _references(value: Any) -> set[str]:
             target = node["Fn::GetAtt"]
             found.add(target[0] if isinstance(target, list) else str(target).split(".", 1)[0])
         if "Fn::Sub" in node:
-            text, own = node["Fn::Sub"] if isinstance(node["Fn::Sub"], list) else (node["Fn::Sub"], {})
-            found |= set(_SUB_NAME.findall(text)) - set(own)
+            found |= _sub_names(node["Fn::Sub"])
         depends = node.get("DependsOn")
         if isinstance(depends, str | list):
             found |= {depends} if isinstance(depends, str) else set(depends)
     return {name for name in found if not name.startswith("AWS::")}
+
+
+def _sub_names(sub: Any) -> set[str]:
+    """The names an Fn::Sub's text substitutes from the stack (not from its
+    own variables, whose values may be Refs, decided like any other)."""
+    text, own = sub if isinstance(sub, list) else (sub, {})
+    return set(_SUB_NAME.findall(text)) - set(own)
 
 
 def _condition_names(value: Any) -> set[str]:

@@ -34,13 +34,21 @@ export async function getCounter(request: Requester, name: string): Promise<Json
   return object(await request("GET", `/admin/counters/${pathName(name)}`), "get");
 }
 
+export interface ListOptions {
+  limit?: number;
+  cursor?: string;
+  /** Deleted counters too, each with `deleted: true` and the mark it keeps. */
+  deleted?: boolean;
+}
+
 export async function listCounters(
   request: Requester,
-  options: { limit?: number; cursor?: string } = {},
+  options: ListOptions = {},
 ): Promise<JsonObject> {
   const query = new URLSearchParams();
   if (options.limit !== undefined) query.set("limit", String(options.limit));
   if (options.cursor !== undefined) query.set("cursor", options.cursor);
+  if (options.deleted === true) query.set("deleted", "true");
   const path = "/admin/counters" + (query.size ? `?${query.toString()}` : "");
   const page = object(await request("GET", path), "list");
   const cursor = page["cursor"];
@@ -50,16 +58,24 @@ export async function listCounters(
   return page;
 }
 
+export interface UpdateChanges {
+  next?: number | bigint;
+  cache?: number;
+  /** With next alone: a deleted counter's kept mark is raised too (it stays deleted). */
+  deleted?: boolean;
+}
+
 /** PUT (see HttpBackend.update). */
 export async function updateCounter(
   request: Requester,
   name: string,
-  changes: { next?: number | bigint; cache?: number },
+  changes: UpdateChanges,
 ): Promise<JsonObject> {
   const body: JsonObject = {};
   if (changes.next !== undefined) body["next"] = changes.next;
   if (changes.cache !== undefined) body["cache"] = changes.cache;
   if (Object.keys(body).length === 0) throw new RangeError("update needs next, cache or both");
+  if (changes.deleted === true) body["deleted"] = true;
   // Raise-only or setting a value, so repeating it is harmless.
   return object(await request("PUT", `/admin/counters/${pathName(name)}`, body), "update");
 }

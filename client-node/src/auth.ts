@@ -162,7 +162,11 @@ export class IamAuth implements Auth {
   }
 }
 
+// An API's own host name, which names its region: <api-id>.execute-api.<region>.amazonaws.com,
+// and a private API's through one of its VPC endpoints, <api-id>-<vpce-id>.execute-api...
+// (API Gateway developer guide, "Invoke a private API"); .amazonaws.com.cn in China.
+const EXECUTE_API_HOST = /^[a-z0-9]+(?:-vpce-[0-9a-f]+)?\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?$/;
+
 function regionOf(url: string): string | undefined {
-  const match = /^[a-z0-9]+\.execute-api\.([a-z0-9-]+)\.amazonaws\.com$/.exec(new URL(url).hostname);
-  return match?.[1];
+  return EXECUTE_API_HOST.exec(new URL(url).hostname)?.[1];
 }

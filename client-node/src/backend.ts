@@ -19,7 +19,9 @@
 
 import {
   type CreateOptions,
+  type ListOptions,
   type RequestOptions,
+  type UpdateChanges,
   createCounter,
   deleteCounter,
   getCounter,
@@ -90,7 +92,8 @@ export class HttpBackend implements Backend {
     return getCounter(this.#requester, name);
   }
 
-  list(options: { limit?: number; cursor?: string } = {}): Promise<JsonObject> {
+  /** A page of counters; `deleted: true` lists deleted ones too, with the marks they keep. */
+  list(options: ListOptions = {}): Promise<JsonObject> {
     return listCounters(this.#requester, options);
   }
 
@@ -98,7 +101,7 @@ export class HttpBackend implements Backend {
    * PUT: move next forward, change the cache setting, or both. Service
    * environments holding cached blocks see it once those drain or expire.
    */
-  update(name: string, changes: { next?: number | bigint; cache?: number }): Promise<JsonObject> {
+  update(name: string, changes: UpdateChanges): Promise<JsonObject> {
     return updateCounter(this.#requester, name, changes);
   }
 

@@ -119,7 +119,9 @@ export class UnexpectedResponse extends IdBlocksError {
  * What the client was configured with cannot work: an endpoint that is not
  * an http(s) URL a request can go to, a timeout out of range, a malformed
  * region, a credential source that is not one. Raised when the object is
- * built, before any request: a wrong setting never looks like an outage.
+ * built, before any request: a wrong setting never looks like an outage. An
+ * https:// endpoint whose server answers in plain HTTP is one too, raised
+ * at the first request (which is what shows it), at once, never retried.
  */
 export class ConfigurationError extends IdBlocksError {
   override name = "ConfigurationError";

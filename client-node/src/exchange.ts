@@ -13,11 +13,14 @@
  * server not started: waiting cures neither, so the request is tried only
  * `RetryPolicy.firstContactAttempts` times (once, by default) and the caller
  * hears where the connection failed at once. Once the endpoint has answered,
- * the same failures are an outage, retried as any network error.
+ * the same failures are an outage, retried as any network error. An https://
+ * endpoint whose server answers in plain HTTP (the dev server) is a wrong
+ * scheme, never an outage: a ConfigurationError at the first attempt, saying
+ * the http:// URL to use.
  */
 
 import type { Auth } from "./auth.js";
-import { ServiceUnavailable, errorFor } from "./errors.js";
+import { ConfigurationError, ServiceUnavailable, errorFor } from "./errors.js";
 import { type Json, errorOf, jsonOf, writeJson } from "./parse.js";
 import { RETRY_STATUSES, type RetryPolicy, SERVER_ERROR, parseRetryAfter } from "./retry.js";
 
@@ -94,6 +97,9 @@ export async function exchange(
     const reply = await attemptOnce(settings, method, url, data, signed);
     retryAfter = undefined;
     if ("failure" in reply) {
+      if (answeredInPlainHttp(reply.error)) {
+        throw new ConfigurationError(`${method} ${path}: ${plainHttp(settings.endpoint)}`, { cause: reply.error });
+      }
       failure = reply.failure;
       if (reply.sent && !retryUnknown) {
         throw new ServiceUnavailable(`${failure} (the request may have been applied)`, {
@@ -213,6 +219,27 @@ function cannotConnect(endpoint: string, error: unknown, code: string): string {
     message += "; nothing is listening there: is the dev server running? (`make dev` starts it)";
   }
   return message;
+}
+
+/**
+ * Whether a TLS handshake failed because the server answered in plain HTTP:
+ * OpenSSL reads the answer's first bytes ("HTTP/1.x ...") as a record of no
+ * TLS version, wrong version number.
+ */
+function answeredInPlainHttp(error: unknown): boolean {
+  const cause = error instanceof Error ? (error.cause as { code?: unknown } | undefined) : undefined;
+  return cause?.code === "ERR_SSL_WRONG_VERSION_NUMBER";
+}
+
+/**
+ * What to tell the caller of an https:// endpoint whose server speaks plain
+ * HTTP: the http:// URL of the same port (443 when the endpoint names none,
+ * where the server answered). The Python client's words.
+ */
+function plainHttp(endpoint: string): string {
+  const url = new URL(endpoint);
+  const instead = `http://${url.hostname}:${url.port || "443"}${url.pathname.replace(/\/$/, "")}`;
+  return `the server at ${endpoint} answered in plain HTTP, not TLS: use ${instead}`;
 }
 
 function loopback(host: string): boolean {

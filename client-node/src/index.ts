@@ -1,4 +1,4 @@
-export { type CreateOptions } from "./admin.js";
+export { type CreateOptions, type ListOptions, type UpdateChanges } from "./admin.js";
 export {
   ApiKeyAuth,
   type Auth,

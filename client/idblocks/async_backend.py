@@ -105,7 +105,10 @@ class AsyncHttpBackend(
                 content=attempt.data,
                 headers={**attempt.headers, **signature},
                 follow_redirects=False,
+                extensions={"trace": _RestoreCheck(attempt.begun)},
             )
+        except snapstart.RestoredSinceBegun as exc:
+            return NoReply(str(exc), exc, sent=False)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
             return NoReply(cannot_connect(self.endpoint, exc), exc, sent=False)
         except httpx.TransportError as exc:
@@ -117,6 +120,24 @@ class AsyncHttpBackend(
         if self._client is not None and self._owner == (os.getpid(), asyncio.get_running_loop()):
             await self._client.aclose()
         self._client = None
+
+
+class _RestoreCheck:
+    """httpcore's ``trace`` extension for one attempt: when the request's
+    headers are about to be written (the connection taken from the pool or
+    made, its name resolved), no restore from a snapshot may have come since
+    the request began. Every wait of the attempt (signing, the pool, name
+    resolution in a worker thread, connecting) is behind it; between it and
+    the write, the transport awaits only if the task is being cancelled or
+    the connection's send buffer is full, and a request's first write finds
+    it empty."""
+
+    def __init__(self, begun: int) -> None:
+        self.begun = begun
+
+    async def __call__(self, event: str, info: dict[str, Any]) -> None:
+        if event.endswith(".send_request_headers.started"):  # http11. or http2.
+            snapstart.check_not_restored_since(self.begun)
 
 
 # Every AsyncHttpBackend in the process, so that a copy of it (a forked

@@ -197,9 +197,12 @@ class AsyncSequence(BlockHolder[AsyncBackend]):
         Never raises: how it failed is kept in ``_failure``."""
         started = self.clock()
         try:
-            outcome: Block | BaseException = await self.backend.allocate(
-                self.counter, request.size, idempotency_key=request.key
-            )
+            # Begun when its key was drawn (this task may first run after a
+            # restore): not sent if a restore came since.
+            with snapstart.requests_begun_at(request.began):
+                outcome: Block | BaseException = await self.backend.allocate(
+                    self.counter, request.size, idempotency_key=request.key
+                )
         except Exception as exc:  # noqa: BLE001 - settled below
             outcome = exc
         except BaseException:

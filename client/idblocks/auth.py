@@ -113,7 +113,7 @@ class IamAuth:
     def _region_for(self, url: str) -> str:
         if self._region:
             return self._region
-        if region := _region_of(url):
+        if region := region_of(url):
             return region
         # botocore itself reads AWS_DEFAULT_REGION and the profile, not AWS_REGION,
         # which Lambda and most AWS tools set
@@ -139,8 +139,17 @@ class IamAuth:
         return dict(request.headers.items())
 
 
-def _region_of(url: str) -> str | None:
-    match = re.match(r"^[a-z0-9]+\.execute-api\.([a-z0-9-]+)\.amazonaws\.com", urlparse(url).hostname or "")
+# An API's own host name, which names its region: <api-id>.execute-api.<region>.amazonaws.com,
+# and a private API's through one of its VPC endpoints, <api-id>-<vpce-id>.execute-api...
+# (API Gateway developer guide, "Invoke a private API"); .amazonaws.com.cn in China.
+_EXECUTE_API_HOST = re.compile(
+    r"[a-z0-9]+(?:-vpce-[0-9a-f]+)?\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?"
+)
+
+
+def region_of(url: str) -> str | None:
+    """The region an execute-api URL names (None for any other URL)."""
+    match = _EXECUTE_API_HOST.fullmatch(urlparse(url).hostname or "")
     return match.group(1) if match else None
 
 

@@ -19,6 +19,7 @@ import weakref
 from typing import Any, TypeVar, cast
 
 import urllib3
+from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.exceptions import ConnectTimeoutError, HTTPError, NewConnectionError
 
 # Names this module has always offered, now each in the module of its concern.
@@ -50,7 +51,10 @@ class HttpBackend(Operations[Block, int, dict[str, Any], None]):
 
     def _new_pool(self) -> urllib3.PoolManager:
         timeout = urllib3.Timeout(connect=min(self.timeout, 5.0), read=self.timeout)
-        return urllib3.PoolManager(maxsize=self.pool_size, retries=False, timeout=timeout)
+        pools = urllib3.PoolManager(maxsize=self.pool_size, retries=False, timeout=timeout)
+        # urllib3 keeps the pool classes on each PoolManager so that one may have its own.
+        pools.pool_classes_by_scheme = _RESTORE_CHECKED_POOLS
+        return pools
 
     def _after_fork_in_child(self) -> None:
         # The pool's idle keep-alive connections are the parent's sockets too:
@@ -79,9 +83,13 @@ class HttpBackend(Operations[Block, int, dict[str, Any], None]):
     def _attempt(self, attempt: Attempt) -> Reply | NoReply:
         try:
             signed = {**attempt.headers, **self.auth.headers(attempt.method, attempt.url, attempt.data)}
-            response = self._http.request(
-                attempt.method, attempt.url, body=attempt.data, headers=signed, redirect=False
-            )
+            # What the connection checks before it writes (_RestoreChecked).
+            with snapstart.requests_begun_at(attempt.begun):
+                response = self._http.request(
+                    attempt.method, attempt.url, body=attempt.data, headers=signed, redirect=False
+                )
+        except snapstart.RestoredSinceBegun as exc:
+            return NoReply(str(exc), exc, sent=False)
         except (NewConnectionError, ConnectTimeoutError) as exc:
             return NoReply(cannot_connect(self.endpoint, exc), exc, sent=False)
         except HTTPError as exc:
@@ -91,6 +99,53 @@ class HttpBackend(Operations[Block, int, dict[str, Any], None]):
     def close(self) -> None:
         """Close the connections kept open (a later request opens new ones)."""
         self._http.clear()
+
+
+class _ShownAsUrllib3:
+    """urllib3's errors name a connection, or a pool, by its class; the
+    messages a caller reads keep the names of urllib3's own."""
+
+    shown_as = ""
+
+    def __str__(self) -> str:
+        where: Any = self
+        return f"{self.shown_as}(host={where.host!r}, port={where.port!r})"
+
+
+class _RestoreChecked(_ShownAsUrllib3, HTTPConnection):
+    """A connection that writes a request only if no restore from a snapshot
+    came since the request began (idblocks.snapstart): the thread may have
+    waited across the snapshot while it signed, resolved the host's name or
+    connected. So it connects first, if it has not yet (urllib3 would, on
+    the first write), then checks, then writes."""
+
+    shown_as = "HTTPConnection"
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        if self.sock is None:
+            self.connect()
+        snapstart.check_not_restored_since()
+        super().request(*args, **kwargs)
+
+
+class _RestoreCheckedTLS(_RestoreChecked, HTTPSConnection):
+    """The same over TLS (urllib3 connects, and shakes hands, before it asks
+    the connection to write)."""
+
+    shown_as = "HTTPSConnection"
+
+
+class _RestoreCheckedPool(_ShownAsUrllib3, urllib3.HTTPConnectionPool):
+    ConnectionCls = _RestoreChecked
+    shown_as = "HTTPConnectionPool"
+
+
+class _RestoreCheckedTLSPool(_ShownAsUrllib3, urllib3.HTTPSConnectionPool):
+    ConnectionCls = _RestoreCheckedTLS
+    shown_as = "HTTPSConnectionPool"
+
+
+_RESTORE_CHECKED_POOLS = {"http": _RestoreCheckedPool, "https": _RestoreCheckedTLSPool}
 
 
 # Every HttpBackend in the process, so that a forked child can give each one

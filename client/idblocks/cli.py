@@ -6,10 +6,11 @@
     batch NAME COUNT          a block of COUNT IDs
     create NAME [--start N] [--max N] [--cache N]
     get NAME
-    list [--limit N] [--cursor C] [--all]
+    list [--limit N] [--cursor C] [--all] [--deleted]
     set NAME NEXT             move a counter forward
     update NAME [--next N] [--cache N]
     delete NAME
+    recover [--from-table TABLE] [--from-records FILE ...] [--dry-run]
 
 Every failure is one line on stderr, with an exit status of EXIT_STATUSES.
 """
@@ -17,6 +18,7 @@ Every failure is one line on stderr, with an exit status of EXIT_STATUSES.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import shlex
@@ -25,7 +27,10 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from idblocks import recovery
+from idblocks.auth import region_of
 from idblocks.backend import ApiKeyAuth, Auth, HttpBackend, IamAuth, NoAuth
+from idblocks.counters_table import TableError
 from idblocks.errors import (
     AuthError,
     ConfigurationError,
@@ -35,6 +40,7 @@ from idblocks.errors import (
     InvalidRequest,
     ServiceUnavailable,
 )
+from idblocks.records import RECORDS_FILE_LIMIT, RecordsError
 
 AUTH_CHOICES = ("iam", "api-key", "none")
 
@@ -48,6 +54,10 @@ EXIT = (
     (InvalidRequest, 2),
     (AuthError, 2),
     (ConfigurationError, 2),
+    (RecordsError, 2),
+    (TableError, 2),
+    (recovery.OlderStack, 2),
+    (recovery.PlanError, 2),
 )
 
 # What each exit status means, for --help and the documentation's table. A
@@ -61,7 +71,8 @@ EXIT_STATUSES = (
     (
         2,
         "bad usage; a malformed endpoint or region; a request the service refuses (400, 405, 413, 415, "
-        "422) or does not allow (401, 403); no AWS credentials or region for --auth iam",
+        "422) or does not allow (401, 403); no AWS credentials or region for --auth iam; recover: records "
+        "or a table it cannot read, or a stack too old to list deleted counters",
     ),
     (3, "no such counter (404)"),
     (
@@ -145,8 +156,8 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--region",
-        help="region to sign for, with --auth iam (default: the execute-api URL's, else $AWS_REGION, "
-        "$AWS_DEFAULT_REGION or the AWS profile's)",
+        help="region to sign for, with --auth iam, and of recover's --from-table (default: the execute-api "
+        "URL's, else $AWS_REGION, $AWS_DEFAULT_REGION or the AWS profile's)",
     )
     p.add_argument(
         "--timeout",
@@ -192,9 +203,20 @@ def parser() -> argparse.ArgumentParser:
         help="where to go on, from the previous page's cursor (default: the start)",
     )
     c.add_argument("--all", action="store_true", help="follow cursors to the end (default: one page)")
+    c.add_argument(
+        "--deleted",
+        action="store_true",
+        help="deleted counters too, each with the high-water mark it keeps (default: live counters only)",
+    )
     c = commands.add_parser("set", help="move a counter forward")
     c.add_argument("name", help="counter name")
     c.add_argument("next", type=_positive, help="the next ID to hand out; never below the current one")
+    c.add_argument(
+        "--deleted",
+        action="store_true",
+        help="a deleted counter too: raise the high-water mark it keeps; it stays deleted "
+        "(default: a deleted counter is not found)",
+    )
     c = commands.add_parser("update", help="move a counter forward and/or change its cache setting")
     c.add_argument("name", help="counter name")
     c.add_argument(
@@ -206,6 +228,34 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--cache", metavar="N", type=_positive, help=f"{cache_help} (default: unchanged)")
     c = commands.add_parser("delete", help="delete a counter (its high-water mark is kept)")
     c.add_argument("name", help="counter name")
+    c = commands.add_parser(
+        "recover",
+        help="after a restore from a backup: move every counter above every ID handed out (docs/deploy.md)",
+        description="After a restore from a backup, move every counter the sources name above every ID "
+        "they show was handed out, through the admin API only (raise only: set, create, delete; a counter "
+        "deleted in either table stays deleted). Give --from-table, --from-records or both. Prints a JSON "
+        "report; a run that stops says where, and running it again finishes. Nothing is changed before "
+        "every source was read; a file over its size limit is refused before it is read.",
+    )
+    c.add_argument(
+        "--from-table",
+        metavar="TABLE",
+        help="another counters table (the one the stack ran on before the restore, or the restored one), "
+        "read with your AWS credentials, in --region's region, at AWS_ENDPOINT_URL_DYNAMODB if set "
+        "(default: none)",
+    )
+    c.add_argument(
+        "--from-records",
+        metavar="FILE",
+        action="append",
+        default=[],
+        help="allocation records: the dev server's --records output, aws logs filter-log-events' JSON or "
+        "text, or a Logs Insights export (get-query-results, or the console's CSV or JSON); at most "
+        f"{RECORDS_FILE_LIMIT // 2**30} GiB a file, and repeatable (default: none)",
+    )
+    c.add_argument(
+        "--dry-run", action="store_true", help="print the plan and change nothing (default: carry it out)"
+    )
     return p
 
 
@@ -247,22 +297,45 @@ def run(args: argparse.Namespace) -> Any:
     if args.command == "get":
         return backend.get(args.name)
     if args.command == "list":
-        page = backend.list(limit=args.limit, cursor=args.cursor)
+        page = backend.list(limit=args.limit, cursor=args.cursor, deleted=args.deleted)
         if not args.all:
             return page
         counters = list(page["counters"])
         while page["cursor"]:
-            page = backend.list(limit=args.limit, cursor=page["cursor"])
+            page = backend.list(limit=args.limit, cursor=page["cursor"], deleted=args.deleted)
             counters += page["counters"]
-        return {"counters": counters, "cursor": None}
+        return {"counters": counters, "cursor": None} | ({"deleted": True} if page.get("deleted") else {})
     if args.command == "set":
-        return backend.set_next(args.name, args.next)
+        return backend.set_next(args.name, args.next, deleted=args.deleted)
     if args.command == "update":
         if args.next is None and args.cache is None:
             _fail(2, "update needs --next, --cache or both")
         return backend.update(args.name, next_id=args.next, cache=args.cache)
+    if args.command == "recover":
+        return _recover(args, backend)
     backend.delete(args.name)
     return {"deleted": args.name}
+
+
+def _recover(args: argparse.Namespace, backend: HttpBackend) -> Any:
+    if args.from_table is None and not args.from_records:
+        _fail(2, "recover needs --from-table, --from-records or both")
+    try:
+        return recovery.recover(
+            backend,
+            table=args.from_table,
+            record_files=args.from_records,
+            # The table is the stack's: in the region its execute-api URL names, if no other is given.
+            region=args.region or region_of(backend.endpoint),
+            dry_run=args.dry_run,
+        )
+    except recovery.Stopped as stopped:
+        print(json.dumps(stopped.report))
+        _fail(_status_of(stopped.error), str(stopped))
+
+
+def _status_of(exc: BaseException) -> int:
+    return next((code for cls, code in EXIT if isinstance(exc, cls)), 1)
 
 
 # The options of idblocks itself, which go before the command.
@@ -284,9 +357,36 @@ def _options_first(argv: list[str], command: str) -> list[str] | None:
     return [*argv[:at], *moved, command, *kept] if moved else None
 
 
+def _unknown_option(p: argparse.ArgumentParser, argv: list[str]) -> str | None:
+    """What to say of the first option before the command that idblocks
+    does not have (None: there is none). argparse sets such an option aside
+    and reads the word after it as the command: `--endpont URL next` was
+    "invalid choice: 'URL'", which named neither the option nor the typo."""
+    # argparse lists a parser's options nowhere public; _actions it has always had.
+    takes_value = {option: action.nargs != 0 for action in p._actions for option in action.option_strings}
+    words = iter(argv)
+    for word in words:
+        if word == "--" or not word.startswith("-"):
+            return None  # the command: what follows is the command's
+        name = word.split("=", 1)[0]
+        # argparse takes an option's unambiguous prefix too (--end for --endpoint).
+        matches = [name] if name in takes_value else [o for o in takes_value if o.startswith(name)]
+        if not matches:
+            close = difflib.get_close_matches(name, list(takes_value), n=1)
+            return f"unknown option {name}" + (f": did you mean {close[0]}?" if close else "")
+        if len(matches) > 1:
+            return None  # ambiguous: argparse says so, naming each
+        if "=" not in word and takes_value[matches[0]]:
+            next(words, None)  # its value
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     p = parser()
     given = list(sys.argv[1:] if argv is None else argv)
+    unknown_option = _unknown_option(p, given)
+    if unknown_option:
+        p.error(unknown_option)
     args, unknown = p.parse_known_args(given)
     if unknown:
         fixed = _options_first(given, args.command)
@@ -298,8 +398,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         result = run(args)
     except IdBlocksError as exc:
-        status = next((code for cls, code in EXIT if isinstance(exc, cls)), 1)
-        _fail(status, str(exc))
+        _fail(_status_of(exc), str(exc))
     print(json.dumps(result))
 
 

@@ -5,7 +5,9 @@ no region for SigV4) carry status 0 and the code the service would use.
 
 A configuration the client cannot work with (a malformed endpoint, port or
 region, an auth that is not one, a credential source that is broken) is a
-ConfigurationError, raised when the backend is made, before any request."""
+ConfigurationError, raised when the backend is made, before any request; an
+https:// endpoint whose server speaks plain HTTP is one too, raised at the
+first request, which is what shows it."""
 
 from __future__ import annotations
 
@@ -19,7 +21,9 @@ class ConfigurationError(IdBlocksError, ValueError):
     endpoint (host, port, a query or credentials in it), a malformed region,
     an auth that is not an Auth instance, or a broken credential source.
     Raised when the backend is made, before any request; also a ValueError,
-    as a bad endpoint always was. The command line exits 2 for it."""
+    as a bad endpoint always was. An https:// endpoint whose server answers
+    in plain HTTP is raised at the first request, at once, never retried.
+    The command line exits 2 for it."""
 
 
 class ServiceError(IdBlocksError):

@@ -10,14 +10,21 @@ that was already taken instead of a second one. Throttling, 502-504 and
 network errors are retried with jittered backoff (RetryPolicy), and so is a
 500 when repeating the request is harmless; everything else is raised as
 the matching ServiceError. A request begun before the process was restored
-from a snapshot (Lambda SnapStart) is not sent after it (idblocks.snapstart).
+from a snapshot (Lambda SnapStart) is not sent after it (idblocks.snapstart):
+no attempt starts once a restore has come, and each Attempt carries when its
+request began, which the driver's transport checks last before it writes
+(a request can wait across a snapshot while it is signed, or while its
+connection is made).
 
 Until anything has answered at the endpoint (Contact), a connection refused
 or a host name that does not resolve is a wrong address or a server not
 started: waiting cures neither, so the request is tried only
 RetryPolicy.first_contact_attempts times (once, by default) and the caller
 hears where the connection failed at once. Once the endpoint has answered,
-the same failures are an outage, retried as any network error."""
+the same failures are an outage, retried as any network error. An https://
+endpoint whose server answers in plain HTTP (the dev server) is a wrong
+scheme, never an outage: a ConfigurationError at the first attempt, saying
+the http:// URL to use."""
 
 from __future__ import annotations
 
@@ -25,15 +32,16 @@ import errno
 import ipaddress
 import json
 import socket
+import ssl
 import uuid
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlsplit
 
 from idblocks import snapstart
 from idblocks.answers import error_of, json_of
-from idblocks.errors import ServiceUnavailable, error_for
+from idblocks.errors import ConfigurationError, ServiceUnavailable, error_for
 from idblocks.retry import RETRY_STATUSES, SERVER_ERROR, RetryPolicy, parse_retry_after
 
 # The package's version (client/pyproject.toml), written out rather than read
@@ -61,12 +69,17 @@ class Call(Generic[T]):
 
 @dataclass(frozen=True)
 class Attempt:
-    """Put this on the network once (signed by the driver: SigV4 dates each attempt)."""
+    """Put this on the network once (signed by the driver: SigV4 dates each
+    attempt), unless the process was restored from a snapshot since
+    ``begun`` (idblocks.snapstart.restores when the request began): the
+    driver's transport checks that last before writing, and answers a
+    NoReply, never sent, if it was."""
 
     method: str
     url: str
     data: bytes | None
     headers: dict[str, str]
+    begun: int
 
 
 @dataclass(frozen=True)
@@ -117,18 +130,22 @@ def exchange(endpoint: str, policy: RetryPolicy, call: Call[T], contact: Contact
     failure = "no attempt made"
     server_errors = refusals = unreached = 0
     retry_after = None
-    begun = snapstart.restores
+    begun = snapstart.began()
+    not_sent = f"{method} {path} was begun before a restore from a snapshot; it is not sent again"
     for attempt in range(policy.attempts):
-        if snapstart.restores != begun:
+        if snapstart.restored_since(begun):
             # Every environment restored from the snapshot it was begun in
             # would send it: each would be answered the same block.
-            raise ServiceUnavailable(
-                f"{method} {path} was begun before a restore from a snapshot; it is not sent again",
-                capacity_refusals=refusals,
-            )
+            raise ServiceUnavailable(not_sent, capacity_refusals=refusals)
         retry_after = None
-        outcome = yield Attempt(method, endpoint + path, data, headers)
+        outcome = yield Attempt(method, endpoint + path, data, headers, begun)
         if isinstance(outcome, NoReply):
+            if answered_in_plain_http(outcome.error):
+                raise ConfigurationError(f"{method} {path}: {plain_http(endpoint)}") from outcome.error
+            if isinstance(outcome.error, snapstart.RestoredSinceBegun):
+                # Restored while it was being signed or connected: the
+                # transport stopped it before its first byte.
+                raise ServiceUnavailable(not_sent, capacity_refusals=refusals) from outcome.error
             failure = outcome.message  # never sent: always safe to retry
             if outcome.sent and not call.retry_unknown_outcome:
                 raise ServiceUnavailable(
@@ -214,20 +231,45 @@ _NO_SUCH_HOST = frozenset(
 )
 
 
-def nothing_there(error: BaseException) -> bool:
-    """Whether a connection failed because nothing is there: refused, or a
-    host name that does not resolve (what urllib3 and httpx raise wraps the
-    socket's error, as its cause)."""
+def _causes(error: BaseException) -> Iterator[BaseException]:
+    """``error`` and what it wraps (what urllib3 and httpx raise wraps the
+    socket's or the TLS layer's error, as its cause)."""
     seen: BaseException | None = error
     for _ in range(8):  # a chain of causes, never a cycle
         if seen is None:
             break
+        yield seen
+        seen = seen.__cause__ or seen.__context__
+
+
+def nothing_there(error: BaseException) -> bool:
+    """Whether a connection failed because nothing is there: refused, or a
+    host name that does not resolve."""
+    for seen in _causes(error):
         if isinstance(seen, socket.gaierror):
             return seen.errno in _NO_SUCH_HOST
         if isinstance(seen, ConnectionRefusedError) or getattr(seen, "errno", None) == errno.ECONNREFUSED:
             return True
-        seen = seen.__cause__ or seen.__context__
     return False
+
+
+def answered_in_plain_http(error: BaseException) -> bool:
+    """Whether a TLS handshake failed because the server answered in plain
+    HTTP: OpenSSL reads the answer's first bytes ("HTTP/1.x ...") as a
+    record of no TLS version, WRONG_VERSION_NUMBER."""
+    return any(
+        isinstance(seen, ssl.SSLError) and seen.reason == "WRONG_VERSION_NUMBER" for seen in _causes(error)
+    )
+
+
+def plain_http(endpoint: str) -> str:
+    """What to tell the caller of an https:// ``endpoint`` whose server
+    speaks plain HTTP: the http:// URL of the same port (443 when the
+    endpoint names none, where the server answered)."""
+    url = urlsplit(endpoint)
+    netloc = url.netloc if url.port is not None else f"{url.netloc}:443"
+    instead = url._replace(scheme="http", netloc=netloc).geturl()
+    return f"the server at {endpoint} answered in plain HTTP, not TLS: use {instead}"
 
 
 def _is_loopback(host: str) -> bool:

@@ -117,22 +117,31 @@ class Operations(ABC, Generic[BlockAnswer, IdAnswer, ObjectAnswer, NoAnswer]):
         """GET /admin/counters/{name}: the counter's state."""
         return self._object(Call("GET", admin_path(name), object_of("get"), retry_unknown_outcome=True))
 
-    def list(self, *, limit: int | None = None, cursor: str | None = None) -> ObjectAnswer:
-        """GET /admin/counters: a page of counters, and the next page's cursor (None at the end)."""
-        path = admin_path(limit=limit, cursor=cursor)
+    def list(
+        self, *, limit: int | None = None, cursor: str | None = None, deleted: bool = False
+    ) -> ObjectAnswer:
+        """GET /admin/counters: a page of counters, and the next page's cursor (None at the end).
+        ``deleted``: deleted counters too, each with ``"deleted": true`` and the mark it keeps."""
+        path = admin_path(limit=limit, cursor=cursor, deleted="true" if deleted else None)
         return self._object(Call("GET", path, page_of, retry_unknown_outcome=True))
 
-    def set_next(self, name: str, next_id: int) -> ObjectAnswer:
-        """PUT /admin/counters/{name}: move next forward (update with next_id only)."""
-        return self.update(name, next_id=next_id)
+    def set_next(self, name: str, next_id: int, *, deleted: bool = False) -> ObjectAnswer:
+        """PUT /admin/counters/{name}: move next forward (update with next_id only).
+        ``deleted``: of a deleted counter too, raising the mark it keeps."""
+        return self.update(name, next_id=next_id, deleted=deleted)
 
-    def update(self, name: str, *, next_id: int | None = None, cache: int | None = None) -> ObjectAnswer:
+    def update(
+        self, name: str, *, next_id: int | None = None, cache: int | None = None, deleted: bool = False
+    ) -> ObjectAnswer:
         """PUT /admin/counters/{name}: move next forward, change the cache
         setting, or both. Service environments holding cached blocks see it
-        once those drain or expire."""
-        body = {k: v for k, v in (("next", next_id), ("cache", cache)) if v is not None}
+        once those drain or expire. ``deleted`` (with next_id alone): a
+        deleted counter's kept mark is raised too, and it stays deleted."""
+        body: dict[str, Any] = {k: v for k, v in (("next", next_id), ("cache", cache)) if v is not None}
         if not body:
             raise ValueError("update needs next_id, cache or both")
+        if deleted:
+            body["deleted"] = True
         # Raise-only or setting a value, so repeating it is harmless.
         call = Call("PUT", admin_path(name), object_of("update"), body, retry_unknown_outcome=True)
         return self._object(call)

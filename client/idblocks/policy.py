@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from idblocks import snapstart
 from idblocks.block import Block
 from idblocks.errors import (
     CounterExhausted,
@@ -55,10 +56,13 @@ def check_seconds(value: float, what: str) -> float:
 
 @dataclass(frozen=True)
 class _Request:
-    """A block request: fixed when first made, repeated as is until answered."""
+    """A block request: fixed when first made, repeated as is until answered.
+    ``began``: the restores from a snapshot when its key was drawn; it is
+    never sent after another (idblocks.snapstart)."""
 
     key: str
     size: int
+    began: int
 
 
 @dataclass(frozen=True)
@@ -281,7 +285,7 @@ class BlockHolder(HeldIds, Generic[B]):
         if self.sizer.draining:
             # Drained before a block ran out: what was used so far is the rate.
             self.sizer.first_rate(self.sizer.taken - held, now)
-        self._pending = _Request(uuid.uuid4().hex, self._size_for(need, held))
+        self._pending = _Request(uuid.uuid4().hex, self._size_for(need, held), snapstart.restores)
         self.sizer.demand_from(now)
         return self._pending
 

@@ -17,6 +17,12 @@ repeated with the same count and Idempotency-Key until the service answers
 it; so a lost response costs no IDs, and every block is above the one before.
 IDs are handed out in block order, which is why they increase on each thread.
 
+A thread that needs a block does not send the request itself: it goes out
+on a thread of its own (or the prefetcher's), and the caller waits for it no
+longer than ``wait_timeout``, however long the backend's retries take. A
+request still out when its caller gives up goes on, and the block it brings
+is held for whoever asks next.
+
 Block sizes adapt: each is sized to last ``runway`` seconds at the measured
 rate, within [min_block, max_block]; a busy client makes few requests, an
 idle one holds few unused IDs. A block request the service refused for
@@ -87,6 +93,33 @@ class _Signal:
         self.stop = False
 
 
+class _Fetch:
+    """A block request a caller waits for, sent on a thread of its own:
+    ``done`` once it is settled, ``error`` what it failed with, for that
+    caller."""
+
+    def __init__(self, need: int) -> None:
+        self.need = need
+        self.done = False
+        self.error: BaseException | None = None
+
+
+def _fetch_for_caller(seq: Sequence, fetch: _Fetch) -> None:
+    # The thread holds the Sequence only while its request is out. Its caller
+    # is woken with the other waiting threads when the answer comes (_fetch
+    # notifies them), and finds it done: the lock is let go only then.
+    with seq._lock:
+        try:
+            if seq._caller_fetch is fetch:  # not abandoned at a restore before it began
+                seq._fetch(fetch.need)
+        except BaseException as exc:  # noqa: BLE001 - told to the caller, if it still waits
+            fetch.error = exc
+        finally:
+            fetch.done = True
+            if seq._caller_fetch is fetch:
+                seq._caller_fetch = None
+
+
 def _prefetch_loop(sequence: weakref.ReferenceType[Sequence], signal: _Signal) -> None:
     while True:
         with signal.changed:
@@ -129,6 +162,7 @@ class Sequence(BlockHolder[Backend]):
         the network then drops its answer: see _fetch)."""
         self._hold_nothing()
         self._fetching = False  # a thread has the pending request on the network
+        self._caller_fetch: _Fetch | None = None  # a caller's request, handed to a thread of its own
 
     def _in_flight(self) -> bool:
         return self._fetching
@@ -236,10 +270,11 @@ class Sequence(BlockHolder[Backend]):
                 if answered and now >= deadline:
                     assert self._failure is not None  # answered and not returned above: it failed
                     raise self._too_long() from self._failure.error
-                # Its failure is told at once: nothing held could serve this
-                # thread when it came (nor since, with no answer), and no
-                # other block lands while its own request is out.
-                self._fetch(need)
+                # Its failure is told as soon as it comes, within its wait:
+                # nothing held could serve this thread when it came (nor
+                # since, with no answer), and no other block lands while
+                # its own request is out.
+                self._fetch_within(need, deadline)
                 return
             if now >= deadline:
                 raise self._too_long()
@@ -263,9 +298,11 @@ class Sequence(BlockHolder[Backend]):
             started = self.clock()
             self._lock.release()
             try:
-                outcome: Block | BaseException = self.backend.allocate(
-                    self.counter, request.size, idempotency_key=request.key
-                )
+                # Begun when its key was drawn: not sent if a restore came since.
+                with snapstart.requests_begun_at(request.began):
+                    outcome: Block | BaseException = self.backend.allocate(
+                        self.counter, request.size, idempotency_key=request.key
+                    )
             except BaseException as exc:  # noqa: BLE001 - settled below, under the lock
                 outcome = exc
             finally:
@@ -277,6 +314,36 @@ class Sequence(BlockHolder[Backend]):
             self._changed.notify_all()
             if self._settle(request, outcome, self.clock() - started, 0 if only_pending else need):
                 return
+
+    def _fetch_within(self, need: int, deadline: float) -> None:
+        """_fetch(need) on a thread of its own, waited for until ``deadline``:
+        returns once it is settled (or abandoned at a restore), raises how it
+        failed, or ServiceUnavailable at ``deadline``, while it goes on (a
+        block it brings is held, for whoever asks next). Called with the
+        lock held, which is let go while waiting."""
+        fetch = _Fetch(need)
+        self._caller_fetch = fetch
+        self._fetching = True  # no other thread sends until it is settled
+        try:
+            threading.Thread(
+                target=_fetch_for_caller,
+                args=(self, fetch),
+                name=f"idblocks-{self.counter}-fetch",
+                daemon=True,
+            ).start()
+        except RuntimeError:  # no new thread at interpreter exit: the caller sends
+            self._caller_fetch = None
+            self._fetch(need)
+            return
+        while not fetch.done and self._caller_fetch is fetch:  # a restore abandons it
+            now = self.clock()
+            if now >= deadline:
+                raise self._too_long()
+            self._wait(deadline - now)
+        # Told at once, unless a block came while this thread was slow to
+        # wake (another thread asked again, and was answered).
+        if fetch.error is not None and not self._can_serve(need):
+            raise fetch.error
 
     def _prefetch_once(self) -> None:
         with self._lock:

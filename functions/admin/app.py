@@ -3,8 +3,8 @@ Always behind AWS_IAM (see template.yaml)."""
 
 from typing import Any
 
+from idblocks_core.api import fields as f
 from idblocks_core.api import gateway as http
-from idblocks_core.api.fields import CACHE, CURSOR, LIMIT, MAX, NAME, NEW_NAME, NEXT, START
 from idblocks_core.core import core, invocation_deadline
 from idblocks_core.observability import lambda_entry
 
@@ -18,7 +18,7 @@ CONFLICTS = ("counter_would_move_back", "region_mismatch", "next_beyond_max")
     "POST",
     "/admin/counters",
     summary="Create a counter",
-    fields=(NEW_NAME, START, MAX, CACHE),
+    fields=(f.NEW_NAME, f.START, f.MAX, f.CACHE),
     body="CreateCounterRequest",
     answers=(201, "CounterState", "counter_exists", "below_high_water_mark"),
     **ADMIN,
@@ -31,21 +31,22 @@ def create_counter(request: http.Request) -> dict[str, Any]:
 @routes.route(
     "GET",
     "/admin/counters",
-    summary="List counters, a page at a time",
-    fields=(LIMIT, CURSOR),
+    summary="List counters, a page at a time (deleted ones too, with deleted=true)",
+    fields=(f.LIMIT, f.CURSOR, f.LIST_DELETED),
     answers=(200, "CounterPage"),
     **ADMIN,
 )
 def list_counters(request: http.Request) -> dict[str, Any]:
-    counters, next_cursor = core().admin.list(request["limit"], request["cursor"])
-    return http.json_response(200, {"counters": [c.as_dict() for c in counters], "cursor": next_cursor})
+    counters, next_cursor = core().admin.list(request["limit"], request["cursor"], request["deleted"])
+    page: dict[str, Any] = {"counters": [c.as_dict() for c in counters], "cursor": next_cursor}
+    return http.json_response(200, page | ({"deleted": True} if request["deleted"] is True else {}))
 
 
 @routes.route(
     "GET",
     BY_NAME,
     summary="Read a counter",
-    fields=(NAME,),
+    fields=(f.NAME,),
     answers=(200, "CounterState", "counter_not_found"),
     **ADMIN,
 )
@@ -56,15 +57,16 @@ def get_counter(request: http.Request) -> dict[str, Any]:
 @routes.route(
     "PUT",
     BY_NAME,
-    summary="Move a counter forward (never back), change its cache setting, or both",
-    fields=(NAME, NEXT, CACHE),
+    summary="Move a counter forward (never back) or change its cache setting; or a deleted one's mark",
+    fields=(f.NAME, f.NEXT, f.CACHE, f.SET_DELETED),
     body="UpdateCounterRequest",
     one_of=("next", "cache"),
     answers=(200, "CounterState", "counter_not_found", *CONFLICTS),
     **ADMIN,
 )
 def update_counter(request: http.Request) -> dict[str, Any]:
-    counter = core().admin.update(request["name"], next_id=request["next"], cache=request["cache"])
+    admin, name = core().admin, request["name"]
+    counter = admin.update(name, next_id=request["next"], cache=request["cache"], deleted=request["deleted"])
     return http.json_response(200, counter.as_dict())
 
 
@@ -72,7 +74,7 @@ def update_counter(request: http.Request) -> dict[str, Any]:
     "DELETE",
     BY_NAME,
     summary="Delete a counter; its high-water mark is kept",
-    fields=(NAME,),
+    fields=(f.NAME,),
     answers=(204, None, "counter_not_found"),
     **ADMIN,
 )

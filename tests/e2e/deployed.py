@@ -5,6 +5,8 @@
     python -m tests.e2e.deployed --url https://ids.example.com/v1 --region eu-west-1
     python -m tests.e2e.deployed --stack idblocks-dev --client-counter orders \\
         --client-role-arn arn:aws:iam::123456789012:role/orders-service --other-counter invoices
+    python -m tests.e2e.deployed --stack idblocks-dev --other-account-counter orders \\
+        --other-account-role-arn arn:aws:iam::210987654321:role/orders-service
 
 The URL comes from the stack's ApiUrl output (a custom domain's URL when the
 stack has one); what it runs against is a deployed stack, so requests are
@@ -14,6 +16,10 @@ one an execute-api URL names, else the AWS configuration's. With a least-privile
 client principal (a role to assume, or a profile), the suite also shows that
 it can call next and batch on its counter and nothing else: no admin route,
 no other counter, no function directly (tests/e2e/test_least_privilege.py).
+With a role (or profile) of another account the stack lets in
+(CallerOrganizationId, CallerAccounts), whose own policy is the stack's
+CallerPolicy output, the suite shows that it takes IDs of its counter and is
+refused the admin routes.
 """
 
 from __future__ import annotations
@@ -35,6 +41,9 @@ from tests.e2e.target import (
     CLIENT_PROFILE_VARIABLE,
     CLIENT_ROLE_VARIABLE,
     DEPLOYED_VARIABLE,
+    OTHER_ACCOUNT_COUNTER_VARIABLE,
+    OTHER_ACCOUNT_PROFILE_VARIABLE,
+    OTHER_ACCOUNT_ROLE_VARIABLE,
     OTHER_COUNTER_VARIABLE,
     REGION_VARIABLE,
     URL_VARIABLE,
@@ -44,8 +53,11 @@ from tests.e2e.target import (
 USAGE = "make test-deployed needs STACK=<stack name> or URL=<the stack's ApiUrl>"
 STACK_VARIABLE = "IDBLOCKS_E2E_STACK"
 ROLE_ARN = re.compile(r"arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}")
-# An API's own endpoint names its region; a custom domain does not.
-EXECUTE_API_HOST = re.compile(r"[a-z0-9]+\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?")
+# An API's own endpoint names its region, a private API's endpoint-specific
+# name too (<api-id>-<vpce-id>.execute-api...); a custom domain does not.
+EXECUTE_API_HOST = re.compile(
+    r"[a-z0-9]+(?:-vpce-[0-9a-f]+)?\.execute-api\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?"
+)
 
 
 @dataclass(frozen=True)
@@ -129,6 +141,12 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
         default=None,
         help="the stack's ClientCounters (read from the stack when --stack is given)",
     )
+    caller = parser.add_argument_group("a caller of another account the stack lets in (optional)")
+    caller.add_argument(
+        "--other-account-role-arn", default=None, help="a role of that account to assume, with CallerPolicy"
+    )
+    caller.add_argument("--other-account-profile", default=None, help="or a profile with such credentials")
+    caller.add_argument("--other-account-counter", default=None, help="a counter ClientCounters names")
     args, pytest_args = parser.parse_known_args(argv)
     for name, value in vars(args).items():
         setattr(args, name, value or None)
@@ -143,6 +161,16 @@ def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
         parser.error("--client-counter and --other-counter need --client-role-arn or --client-profile")
     if given and args.client_counter == args.other_counter:
         parser.error("--other-counter must be a counter the principal's policy does not name")
+    if args.other_account_role_arn and args.other_account_profile:
+        parser.error("give --other-account-role-arn or --other-account-profile, not both")
+    if args.other_account_role_arn and not ROLE_ARN.fullmatch(args.other_account_role_arn):
+        parser.error(f"--other-account-role-arn is not a role's ARN: {args.other_account_role_arn!r}")
+    other_account = bool(args.other_account_role_arn or args.other_account_profile)
+    if other_account != bool(args.other_account_counter):
+        parser.error(
+            "a caller of another account needs --other-account-counter (a counter ClientCounters names), "
+            "and --other-account-counter a caller (--other-account-role-arn or --other-account-profile)"
+        )
     return args, pytest_args
 
 
@@ -159,6 +187,9 @@ def environment(args: argparse.Namespace, deployment: Deployment) -> dict[str, s
         CLIENT_COUNTER_VARIABLE: args.client_counter,
         OTHER_COUNTER_VARIABLE: args.other_counter,
         CLIENT_COUNTERS_VARIABLE: deployment.client_counters,
+        OTHER_ACCOUNT_ROLE_VARIABLE: args.other_account_role_arn,
+        OTHER_ACCOUNT_PROFILE_VARIABLE: args.other_account_profile,
+        OTHER_ACCOUNT_COUNTER_VARIABLE: args.other_account_counter,
     }
     return {variable: value for variable, value in values.items() if value}
 

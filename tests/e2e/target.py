@@ -20,13 +20,19 @@ stack's ClientPolicyArn attached) or IDBLOCKS_E2E_CLIENT_PROFILE, with
 IDBLOCKS_E2E_CLIENT_COUNTER (a counter its policy names) and
 IDBLOCKS_E2E_OTHER_COUNTER (one it does not); IDBLOCKS_E2E_CLIENT_COUNTERS is
 the stack's ClientCounters, the counters its client policy names, when known.
+
+A principal of another account the stack lets in (CallerOrganizationId,
+CallerAccounts) is IDBLOCKS_E2E_OTHER_ACCOUNT_ROLE_ARN or
+IDBLOCKS_E2E_OTHER_ACCOUNT_PROFILE, a role or profile of that account whose
+own policy is the stack's CallerPolicy output, with
+IDBLOCKS_E2E_OTHER_ACCOUNT_COUNTER, a counter ClientCounters names.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import requests
@@ -42,6 +48,9 @@ CLIENT_ROLE_VARIABLE = "IDBLOCKS_E2E_CLIENT_ROLE_ARN"
 CLIENT_PROFILE_VARIABLE = "IDBLOCKS_E2E_CLIENT_PROFILE"
 CLIENT_COUNTER_VARIABLE = "IDBLOCKS_E2E_CLIENT_COUNTER"
 OTHER_COUNTER_VARIABLE = "IDBLOCKS_E2E_OTHER_COUNTER"
+OTHER_ACCOUNT_ROLE_VARIABLE = "IDBLOCKS_E2E_OTHER_ACCOUNT_ROLE_ARN"
+OTHER_ACCOUNT_PROFILE_VARIABLE = "IDBLOCKS_E2E_OTHER_ACCOUNT_PROFILE"
+OTHER_ACCOUNT_COUNTER_VARIABLE = "IDBLOCKS_E2E_OTHER_ACCOUNT_COUNTER"
 
 
 @dataclass(frozen=True)
@@ -145,6 +154,18 @@ class ClientPrincipal:
             return None
         return cls(role, profile, environ[CLIENT_COUNTER_VARIABLE], environ[OTHER_COUNTER_VARIABLE])
 
+    @classmethod
+    def of_another_account(cls, environ: Any = os.environ) -> ClientPrincipal | None:
+        """A deployed stack's caller of another account, when given: it
+        takes IDs from its counter, and no other counter is asked of it."""
+        role, profile = (
+            environ.get(OTHER_ACCOUNT_ROLE_VARIABLE) or None,
+            environ.get(OTHER_ACCOUNT_PROFILE_VARIABLE) or None,
+        )
+        if role is None and profile is None:
+            return None
+        return cls(role, profile, environ[OTHER_ACCOUNT_COUNTER_VARIABLE], "")
+
     def session(self, sts: Any = None) -> Any:
         """A botocore session with this principal's credentials: the
         profile's, or the role's, assumed with the caller's own credentials
@@ -198,11 +219,16 @@ class ClientPrincipal:
 @dataclass(frozen=True)
 class Identities:
     """A dev server's least-privileged identities: the client (the stack's
-    ClientPolicy with ``client_counters``) and the admin (its AdminPolicy)."""
+    ClientPolicy with ``client_counters``) and the admin (its AdminPolicy)
+    of the stack's account, and ``callers`` of other accounts, each with the
+    stack's client policy as its own: ``member`` (of the stack's
+    Organization), ``listed`` (of an account CallerAccounts names) and
+    ``outsider`` (of neither)."""
 
     client: ClientPrincipal
     client_counters: str
     admin_key: tuple[str, str]
+    callers: dict[str, ClientPrincipal] = field(default_factory=dict)
 
     def admin_auth(self, region: str | None) -> Auth:
         return IamAuth(region=region, session=static_session(*self.admin_key))

@@ -18,7 +18,19 @@ STACK=... CLIENT_ROLE=<a role with only ClientPolicyArn attached>
 CLIENT_COUNTER=<a counter it names> OTHER_COUNTER=<one it does not>. Another
 counter's refusal is skipped when the stack's ClientCounters (read from the
 stack, or CLIENT_COUNTERS=) names every counter or the other one as well:
-the policy then grants it."""
+the policy then grants it.
+
+Callers of other accounts, as the API's resource policy lets them in
+(CallerOrganizationId, CallerAccounts) and keeps them to a private API's
+endpoints: against the suite's dev server, which serves a private API with
+both set, a caller of a member account and one of a listed account take
+IDs and are refused the admin routes, one of an account outside both is
+refused, and a request through an endpoint the API does not list is
+refused, the dev server's own too. Against a deployed stack, with a role of
+another account the stack lets in: make test-deployed STACK=...
+OTHER_ACCOUNT_ROLE=<a role of that account with the CallerPolicy output as
+its policy> (or OTHER_ACCOUNT_PROFILE=) OTHER_ACCOUNT_COUNTER=<a counter
+ClientCounters names>."""
 
 from __future__ import annotations
 
@@ -173,3 +185,98 @@ def test_the_admin_takes_no_ids(admin, principal, counters, route):
     )
     assert reply.status_code == 403, reply.text
     assert reply.json()["error"]["code"] == "access_denied"
+
+
+# -- callers of other accounts, and a private API's endpoints -------------------------
+
+
+def caller_of(target: Target, name: str) -> ClientPrincipal:
+    """The dev server's caller ``name`` of another account; against a
+    deployed stack, the role given for another account it lets in."""
+    if target.identities is not None:
+        return target.identities.callers[name]
+    found = ClientPrincipal.of_another_account()
+    if found is None or name != "member":
+        pytest.skip(
+            "no caller of another account given (OTHER_ACCOUNT_ROLE= or OTHER_ACCOUNT_PROFILE=, with "
+            "OTHER_ACCOUNT_COUNTER=)"
+            if found is None
+            else "a deployed stack shows one account of those it lets in: the one given (OTHER_ACCOUNT_ROLE)"
+        )
+    return found
+
+
+def signed_as(target: Target, principal: ClientPrincipal) -> Target:
+    auth = principal.auth(region=target.region)
+    return Target(target.url, auth, auth, target.region)
+
+
+@pytest.fixture(scope="module")
+def their_counter(target: Target) -> Iterator[str]:
+    """The counter callers of other accounts take IDs from (created with the
+    runner's own rights when missing): one ClientCounters names."""
+    if target.identities is not None:
+        name = target.identities.client.counter
+    else:
+        found = ClientPrincipal.of_another_account()
+        if found is None:
+            pytest.skip("no caller of another account given (OTHER_ACCOUNT_ROLE= or OTHER_ACCOUNT_PROFILE=)")
+        name = found.counter
+    reply = target.call("POST", "/admin/counters", {"name": name})
+    assert reply.status_code in (201, 409), reply.text
+    yield name
+    if reply.status_code == 201:
+        target.call("DELETE", f"/admin/counters/{name}")
+
+
+@pytest.mark.parametrize("name", ["member", "listed"])
+def test_a_caller_of_an_account_the_stack_lets_in_takes_ids_by_next_and_batch(target, their_counter, name):
+    """A role of another account of the Organization (CallerOrganizationId),
+    or of a listed account (CallerAccounts), with the CallerPolicy output as
+    its own policy: cross-account, its policy and the API's both allow."""
+    caller = signed_as(target, caller_of(target, name))
+    first = caller.call(
+        "POST", f"/counters/{their_counter}/next", headers={"Idempotency-Key": uuid.uuid4().hex}
+    )
+    assert first.status_code == 200, first.text
+    block = caller.call("POST", f"/counters/{their_counter}/batch", {"count": 5})
+    assert block.status_code == 200, block.text
+    assert block.json()["start"] > first.json()["id"]
+
+
+@pytest.mark.parametrize("name", ["member", "listed"])
+@pytest.mark.parametrize(("method", "path", "body"), ADMIN_CALLS, ids=[f"{m} {p}" for m, p, _ in ADMIN_CALLS])
+def test_a_caller_of_another_account_is_refused_every_admin_route(
+    target, their_counter, name, method, path, body
+):
+    caller = signed_as(target, caller_of(target, name))
+    reply = caller.call(method, path.format(counter=their_counter), body)
+    assert reply.status_code == 403, reply.text
+    assert reply.json()["error"]["code"] == "access_denied"
+
+
+def test_a_caller_of_an_account_the_stack_does_not_let_in_is_refused(target, their_counter):
+    """Its own policy allows next and batch; the API's does not let its
+    account in (another Organization, not listed)."""
+    caller = signed_as(target, caller_of(target, "outsider"))
+    for route, body in (("next", None), ("batch", {"count": 1})):
+        reply = caller.call("POST", f"/counters/{their_counter}/{route}", body)
+        assert reply.status_code == 403, reply.text
+        assert reply.json()["error"]["code"] == "access_denied"
+
+
+def test_a_private_api_refuses_a_request_through_an_endpoint_it_does_not_list(
+    through_unlisted_endpoint, run_id
+):
+    """The same identities, through another endpoint: refused with an
+    explicit deny, whoever signs, the stack's own account included."""
+    identities = through_unlisted_endpoint.identities
+    assert identities is not None
+    signers = [through_unlisted_endpoint, signed_as(through_unlisted_endpoint, identities.client)]
+    signers.append(signed_as(through_unlisted_endpoint, identities.callers["member"]))
+    for signer in signers:
+        for method, path, body in (("POST", f"/counters/e2e-client-{run_id}/next", None), *ADMIN_CALLS[:2]):
+            reply = signer.call(method, path, body)
+            assert reply.status_code == 403, reply.text
+            assert reply.json()["error"]["code"] == "access_denied"
+            assert "with an explicit deny" in reply.json()["error"]["message"]

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from localrun.template import STACK
-from tests.infra.test_operations_template import emitted_metrics
+from tests.support.metrics import emf_metrics
 from tests.support.restore import refuse_on_both_routes
 from tests.support.sam import translate
 
@@ -92,8 +92,10 @@ def test_counter_low_reads_the_metric_the_allocations_emit():
     assert {(namespace, name) for namespace, name, _ in stats} == {
         (variables["POWERTOOLS_METRICS_NAMESPACE"], "CounterRangeLeftPercent")
     }
+    # The service is the stack's name (Globals, as written: a Ref CloudFormation resolves).
+    assert variables["POWERTOOLS_SERVICE_NAME"] == {"Ref": "AWS::StackName"}
     assert [dimensions for _, _, dimensions in stats] == [
-        {"service": variables["POWERTOOLS_SERVICE_NAME"], "route": route} for route in ("next", "batch")
+        {"service": STACK.name, "route": route} for route in ("next", "batch")
     ]
     assert str(alarm["Threshold"]) == "25"
     assert alarm["ComparisonOperator"] == "LessThanThreshold"
@@ -130,7 +132,7 @@ def test_counter_moved_back_reads_the_metric_each_routes_refusal_emits(api, dyna
     refuse_on_both_routes(api, dynamodb, "orders")
     emitted = [
         (namespace, name, dict(dimensions))
-        for namespace, name, dimensions in emitted_metrics(capsys)
+        for namespace, name, dimensions in emf_metrics(capsys.readouterr().out.splitlines())
         if name == "CounterMovedBack"
     ]
     read = _stats(_alarms(translate())["CounterMovedBackAlarm"])

@@ -9,10 +9,12 @@ now, so a command or a page added later is checked too.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import tomllib
@@ -21,16 +23,24 @@ from pathlib import Path
 import pytest
 
 from devserver.__main__ import parse_args as devserver_args
+from idblocks import HttpBackend, RetryPolicy
+from idblocks import cli as idblocks_cli
 from idblocks.cli import parser as idblocks_parser
 from localrun.template import ROOT
+from tests.support.stub_http import StubServer
 
 READMES = [ROOT / "README.md", ROOT / "client" / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 MAKEFILE = ROOT / "Makefile"
 SHELL_BLOCK = re.compile(r"^```(?:sh|bash|shell|console)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 SEPARATORS = {";", "&&", "||", "|", "&"}
+# A redirection takes the word after it (and the file descriptor before it): no argument.
+REDIRECTIONS = {">", ">>", "<", ">&", "&>", "<&"}
 # Tools the READMEs use that this project does not install (the reader brings
 # them) and shell builtins.
-EXTERNAL_TOOLS = {"curl", "docker", "aws", "pyenv", "git", "npx", "export", "unset", "echo", "cd"}
+EXTERNAL_TOOLS = {
+    *("curl", "docker", "aws", "pyenv", "git", "npx"),
+    *("export", "unset", "echo", "cd", "kill", "wait", "true"),
+}
 ACTIVATE = "source .venv/bin/activate"
 VENV_BIN = Path(sys.executable).parent
 
@@ -46,11 +56,18 @@ def readme_commands() -> list[tuple[str, list[str]]]:
                 lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
                 lexer.whitespace_split = True
                 command: list[str] = []
+                redirected = False
                 for token in [*lexer, ";"]:
                     if token in SEPARATORS:
                         if command:
                             found.append((readme.relative_to(ROOT).as_posix(), command))
                         command = []
+                    elif token in REDIRECTIONS:
+                        if command and command[-1].isdigit():
+                            command.pop()  # 2>&1's 2
+                        redirected = True
+                    elif redirected:
+                        redirected = False  # the file (or descriptor) redirected to
                     else:
                         command.append(token)
     return found
@@ -180,6 +197,46 @@ def commands_table() -> set[str]:
     text = DEVELOPMENT.read_text()
     section = text.split("\n## Commands\n", 1)[1].split("\n## ", 1)[0]
     return set(re.findall(r"^\| `make ([a-z-]+)`", section, re.MULTILINE))
+
+
+# What make test ran, one after another, before it ran several at a time:
+# each must still run, and before the suites.
+TEST_CHECKS = (
+    "ruff check .",
+    "ruff format --check .",
+    "\nmypy\n",
+    "mypy --python-version 3.11 client/idblocks",
+    "cfn-lint template.yaml",
+    "sam validate --lint\n",
+    "cfn-lint build/sar/template.yaml",
+    "npx eslint .",
+    "openapi-spec-validator docs/openapi.json",
+    "npx redocly lint ../docs/openapi.json",
+    "checkov -f template.yaml -f build/sar/template.yaml",
+    "sam build",
+    "mkdocs build --strict",
+    "node --test dist/test/unit/",
+)
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_test_runs_every_check_several_at_a_time_and_then_the_suites():
+    """make test's checks and installs, which ran one after another, run
+    TEST_JOBS at a time with each target's output kept whole; none is left
+    out, and the suites start once all have passed."""
+    shown = subprocess.run(
+        ["make", "-n", "-f", str(MAKEFILE), "test", "TEST_JOBS=3"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    setup = "lint security build docs node-test api-tools iam-simulator"
+    assert f"-j3 --output-sync=target {setup}" in shown, shown
+    suites = shown.index("python -m pytest -n auto --dist loadfile")
+    for check in TEST_CHECKS:
+        assert -1 < shown.find(check) < suites, f"make test no longer runs {check.strip()!r} first"
 
 
 def test_every_make_target_is_in_the_commands_table_and_in_make_help():
@@ -457,3 +514,47 @@ def test_where_a_front_page_offers_invoice_numbers_it_says_ids_can_be_skipped_an
     guarantees = (ROOT / "docs" / "guarantees.md").read_text()
     assert "\n## Not guaranteed\n" in guarantees
     assert "**No gaps.**" in guarantees.split("\n## Not guaranteed\n", 1)[1]
+
+
+def _sentence_of(page: Path, start: str) -> str:
+    """The sentence of ``page`` that begins with ``start``, on one line."""
+    text = " ".join(page.read_text().split())
+    at = text.index(start)
+    return text[at : text.index(". ", at) + 1]
+
+
+def _cli_status_and_waits(endpoint: str, monkeypatch: pytest.MonkeyPatch) -> tuple[int, list[float]]:
+    """The command line's exit status for `next` at ``endpoint``, and the
+    back-offs it waited (recorded, not waited)."""
+    waits: list[float] = []
+    backend = functools.partial(HttpBackend, retry=RetryPolicy(sleep=waits.append))
+    monkeypatch.setattr(idblocks_cli, "HttpBackend", backend)
+    monkeypatch.delenv("IDBLOCKS_URL", raising=False)
+    with pytest.raises(SystemExit) as exited:
+        idblocks_cli.main(["--endpoint", endpoint, "next", "orders"])
+    assert isinstance(exited.value.code, int)
+    return exited.value.code, waits
+
+
+def test_the_command_line_page_says_what_it_does_when_nothing_answers_as_it_does_it(monkeypatch):
+    """docs/cli.md said that `idblocks` retries for a few seconds when
+    nothing answers; it says so at once, which is right (a wrong address is
+    no outage). Each claim of the page's paragraph, its exit status and its
+    "at once", is what the command line does: against a port where nothing
+    listens, and https:// against a server that speaks plain HTTP."""
+    page = ROOT / "docs" / "cli.md"
+    with socket.socket() as held, StubServer([]) as plain:
+        held.bind(("127.0.0.1", 0))  # bound, not listening: refused
+        refused, https = f"http://127.0.0.1:{held.getsockname()[1]}", plain.url.replace("http", "https", 1)
+        cases = {
+            "When nothing answers at the endpoint": refused,
+            "An `https://` endpoint whose server answers in plain HTTP": https,
+        }
+        for start, endpoint in cases.items():
+            claim = _sentence_of(page, start)
+            said = re.search(r"\(exit (\d)\)", claim)
+            assert said, claim
+            assert "at once" in claim, claim
+            assert "retries" not in claim, claim
+            status, waits = _cli_status_and_waits(endpoint, monkeypatch)
+            assert (status, waits) == (int(said[1]), []), (claim, status, waits)

@@ -159,7 +159,9 @@ def test_every_documented_field_has_a_catalogued_code():
             ref = body.get("schema", {}).get("$ref", "")
             if ref:
                 fields |= set(spec["components"]["schemas"][ref.rsplit("/", 1)[1]]["properties"])
-    assert fields == {"name", "idempotency-key", "count", "start", "max", "next", "cache", "limit", "cursor"}
+    assert fields == {
+        "name", "idempotency-key", "count", "start", "max", "next", "cache", "limit", "cursor", "deleted",
+    }  # fmt: skip
     declared = {f.name: f.code for f in vars(api_fields).values() if isinstance(f, http.Field)}
     assert set(declared) == fields
     assert set(declared.values()) <= set(ERROR_CODES)

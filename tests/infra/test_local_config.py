@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import boto3
+import pytest
 
 from localrun.tables import TABLE_NAMES
 from localrun.template import ROOT
@@ -42,3 +43,22 @@ def test_the_endpoint_variable_is_empty_in_aws_and_botocore_then_ignores_it(temp
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:8000")
     client = boto3.session.Session().client("dynamodb", region_name="eu-west-1")
     assert client.meta.endpoint_url == "http://127.0.0.1:8000"
+
+
+def test_the_dev_server_refuses_a_deployed_stacks_counters_table(capsys):
+    """With ExistingCountersTable the functions name a table in AWS, which
+    the dev server does not have: every request failed with a 500 instead of
+    the start with a clear error."""
+    from devserver.__main__ import parse_args, read_template
+
+    args = parse_args(["--parameter", "ExistingCountersTable=idblocks-CountersTable-1A2B3C4D5E6F"])
+    with pytest.raises(SystemExit) as stopped:
+        read_template(args)
+    assert stopped.value.code == 2
+    assert "ExistingCountersTable names a deployed stack's counters table" in capsys.readouterr().err
+    assert (
+        read_template(parse_args(["--parameter", "ExistingCountersTable="])).parameters[
+            "ExistingCountersTable"
+        ]
+        == ""
+    )

@@ -12,6 +12,7 @@ import pytest
 
 from idblocks_core.logic.allocation import ALLOCATION_RECORD
 from localrun.template import STACK
+from tests.support.metrics import dashboard_text, emf_metrics, take_ids_every_way
 from tests.support.restore import refuse_on_both_routes
 from tests.support.sam import translate
 
@@ -128,8 +129,7 @@ def test_top_takers_sums_the_ids_of_fresh_records(allocation_record):
 
 
 def _dashboard(cfn) -> dict:
-    body = _text(cfn["Resources"]["Dashboard"]["Properties"]["DashboardBody"])
-    return json.loads(body)
+    return json.loads(dashboard_text(cfn["Resources"]["Dashboard"]["Properties"]["DashboardBody"]))
 
 
 def _metric_lines(dashboard) -> list[tuple[str, str, dict[str, str], str]]:
@@ -145,21 +145,6 @@ def _metric_lines(dashboard) -> list[tuple[str, str, dict[str, str], str]]:
     return found
 
 
-def emitted_metrics(capsys) -> set[tuple[str, str, tuple[tuple[str, str], ...]]]:
-    """(namespace, metric, dimensions) of every EMF line printed since the last call."""
-    found = set()
-    for line in capsys.readouterr().out.splitlines():
-        if not (line.startswith("{") and '"_aws"' in line):
-            continue
-        document = json.loads(line)
-        for directive in document["_aws"]["CloudWatchMetrics"]:
-            for dimension_set in directive["Dimensions"]:
-                dimensions = tuple(sorted((name, document[name]) for name in dimension_set))
-                for metric in directive["Metrics"]:
-                    found.add((directive["Namespace"], metric["Name"], dimensions))
-    return found
-
-
 def test_the_dashboards_own_metrics_are_what_the_allocations_emit(api, dynamodb, capsys):
     """Every way of taking IDs run once (batch, next uncached, next from a
     cache, its block), and of being refused one from a counter that moved
@@ -167,14 +152,9 @@ def test_the_dashboards_own_metrics_are_what_the_allocations_emit(api, dynamodb,
     code emitted with those dimensions, and every metric the code emitted is
     on the dashboard."""
     capsys.readouterr()
-    assert api.call("batch", name="orders", body={"count": 5}).status == 200
-    assert api.call("next-post", name="orders").status == 200
-    assert api.call("admin-create", body={"name": "members", "cache": 10, "max": 1000}).status == 201
-    # A cached counter's first block in an environment is one ID: the third
-    # call is served from the second block.
-    assert [api.call("next-post", name="members").status for _ in range(3)] == [200, 200, 200]
+    take_ids_every_way(api)
     refuse_on_both_routes(api, dynamodb, "restored")
-    emitted = emitted_metrics(capsys)
+    emitted = emf_metrics(capsys.readouterr().out.splitlines())
 
     cfn = translate()
     namespace = cfn["Resources"]["NextFunction"]["Properties"]["Environment"]["Variables"][
@@ -202,10 +182,15 @@ def test_the_dashboard_reads_this_stacks_functions_tables_and_api():
     }
     assert {m for m, _, _ in by_namespace["AWS/Lambda"]} >= {"ConcurrentExecutions", "Duration", "Errors"}
     assert {d["TableName"] for _, d, _ in by_namespace["AWS/DynamoDB"]} == {
-        "${CountersTable}",
+        "${CountersTableName}",
         "${IdempotencyTable}",
     }
-    assert ("WriteThrottleEvents", {"TableName": "${CountersTable}"}, "Sum") in by_namespace["AWS/DynamoDB"]
+    assert ("WriteThrottleEvents", {"TableName": "${CountersTableName}"}, "Sum") in by_namespace[
+        "AWS/DynamoDB"
+    ]
+    # The counters table by the name the functions use: the one the stack creates.
+    body = cfn["Resources"]["Dashboard"]["Properties"]["DashboardBody"]["Fn::Sub"]
+    assert body[1] == {"CountersTableName": {"Ref": "CountersTable"}}
     api_lines = by_namespace["AWS/ApiGateway"]
     # The API's metrics are named as the alarms name them: the stack, the stage.
     assert {tuple(sorted(d.items())) for _, d, _ in api_lines} == {
@@ -217,10 +202,10 @@ def test_the_dashboard_reads_this_stacks_functions_tables_and_api():
         ("Latency", "p50"),
         ("Latency", "p99"),
     }
-    # Every ${...} the body names is something the template defines.
-    body = _text(cfn["Resources"]["Dashboard"]["Properties"]["DashboardBody"])
-    names = set(re.findall(r"\$\{([^}]+)\}", body))
-    assert names <= set(cfn["Resources"]), names - set(cfn["Resources"])
+    # Every ${...} the body names is something the template defines, or its own variable.
+    text = dashboard_text(cfn["Resources"]["Dashboard"]["Properties"]["DashboardBody"])
+    names = set(re.findall(r"\$\{([^}]+)\}", text))
+    assert names <= set(cfn["Resources"]) | set(body[1]), names - set(cfn["Resources"])
 
 
 def test_the_dashboards_log_widget_reads_the_allocation_records():
@@ -249,7 +234,8 @@ def test_the_operating_docs_show_the_saved_queries_as_the_stack_saves_them():
             block = None
         elif block is not None:
             block.append(line)
-    blocks = [b for b in blocks if 'message = "allocation"' in b]
+    # The Logs Insights queries (a filter-log-events pattern says $.message instead).
+    blocks = [b for b in blocks if 'filter message = "allocation"' in b]
 
     def code(text: str) -> list[str]:
         return [line for line in text.strip().splitlines() if not line.lstrip().startswith("#")]

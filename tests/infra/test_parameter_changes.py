@@ -7,34 +7,54 @@ change API Gateway applies only to a new deployment gets one."""
 
 from __future__ import annotations
 
+import functools
 import re
 
 import pytest
 
-from localrun.template import ROOT, Template
+from localrun.template import ROOT, Template, default_template
 from scripts import parameter_changes
-from scripts.parameter_changes import ON_PURPOSE, all_changes, change, changes_of, on_purpose
+from scripts.parameter_changes import ON_PURPOSE, Change, all_changes, change, changes_of, on_purpose
 
 DEPLOY = ROOT / "docs" / "deploy.md"
-CHANGES = list(all_changes())
-CHANGE_IDS = [f"{c.parameter}:{c.before or 'empty'}->{c.after or 'empty'}"[:50] for c in CHANGES]
+# Which changes there are comes from the parameters alone; what each does
+# takes a SAM transform before and after, worked out in the tests that read
+# it, not while every pytest-xdist worker collects this file.
+CASES = [
+    (parameter, settings, before, after)
+    for parameter in default_template().raw["Parameters"]
+    for settings, before, after in changes_of(parameter)
+]
+CHANGE_IDS = [
+    f"{parameter}:{before or 'empty'}->{after or 'empty'}"[:50] for parameter, _, before, after in CASES
+]
+
+
+@functools.cache
+def changes() -> tuple[Change, ...]:
+    return tuple(all_changes())
+
+
+def described_change(case: tuple[str, dict[str, str], str, str]) -> Change:
+    parameter, settings, before, after = case
+    return change(parameter, before, after, settings)
 
 
 def test_every_parameter_has_a_change_described():
     """A parameter added to template.yaml without a described change fails
     here, not silently out of the table."""
-    assert {each.parameter for each in CHANGES} == set(Template().parameters)
+    assert {each.parameter for each in changes()} == set(Template().parameters)
 
 
-@pytest.mark.parametrize("described", CHANGES, ids=CHANGE_IDS)
-def test_no_change_replaces_or_deletes_what_callers_hold_unless_on_purpose(described):
-    on_purpose(described)  # raises, naming the resource, where one is not
+@pytest.mark.parametrize("case", CASES, ids=CHANGE_IDS)
+def test_no_change_replaces_or_deletes_what_callers_hold_unless_on_purpose(case):
+    on_purpose(described_change(case))  # raises, naming the resource, where one is not
 
 
 def test_every_reason_given_is_for_a_change_that_needs_it():
     used = {
         (each.parameter, dict(each.types)[logical_id])
-        for each in CHANGES
+        for each in changes()
         for logical_id in (*each.held(each.replaced), *each.held(each.deleted))
     }
     assert set(ON_PURPOSE) == used
@@ -83,11 +103,41 @@ def test_changing_the_minimum_tls_version_deploys_the_api_again(before, after):
     assert "ApiDeployment" in described.replaced
 
 
-@pytest.mark.parametrize("described", CHANGES, ids=CHANGE_IDS)
-def test_every_change_to_the_api_is_deployed(described):
+@pytest.mark.parametrize(
+    "parameter", ["CallerOrganizationId", "CallerAccounts", "EndpointType", "VpcEndpointIds"]
+)
+def test_a_change_of_who_may_call_updates_the_api_in_place_and_deploys_it_again(parameter):
+    """The API's resource policy applies with its next deployment (API
+    Gateway developer guide, "Create and attach an API Gateway resource
+    policy to an API"), and the SAM transform makes one when the definition
+    it writes the policy into changes. A RestApi has no create-only
+    property: a change of endpoint type updates it, its id and URL kept."""
+    assert parameter_changes.create_only("AWS::ApiGateway::RestApi") == ()
+    for each in (c for c in changes() if c.parameter == parameter):
+        assert "Api" in each.updated, each
+        assert "ApiDeployment" in each.replaced, each
+        assert each.held(each.replaced) == each.held(each.deleted) == (), each
+
+
+def test_a_private_api_is_made_and_unmade_with_its_endpoints():
+    """A template rule refuses a private API without VpcEndpointIds and
+    endpoints without a private API: the change of one is the other's too."""
+    to_private, to_regional = (
+        change("EndpointType", *values) for values in (("REGIONAL", "PRIVATE"), ("PRIVATE", "REGIONAL"))
+    )
+    assert to_private.along == (("VpcEndpointIds", "", parameter_changes.ENDPOINTS["VpcEndpointIds"]),)
+    assert to_regional.along == (("VpcEndpointIds", parameter_changes.ENDPOINTS["VpcEndpointIds"], ""),)
+    for values in (("REGIONAL", {}), ("PRIVATE", {})):
+        stack = parameter_changes.values_of("EndpointType", values[0], values[1])
+        assert Template(parameter_overrides=stack).refusals() == [], stack
+
+
+@pytest.mark.parametrize("case", CASES, ids=CHANGE_IDS)
+def test_every_change_to_the_api_is_deployed(case):
     """API Gateway serves a stage from a deployment, a snapshot of the API:
     a change that updates the REST API (its definition, its security policy,
     its endpoint) reaches callers only with a new deployment."""
+    described = described_change(case)
     if "Api" in described.updated or "Api" in described.replaced:
         assert "ApiDeployment" in described.replaced, described
 
@@ -124,7 +174,7 @@ def test_the_deploy_page_lists_what_each_parameter_replaces_and_deletes():
     rows = _table_rows()
     assert set(rows) == set(Template().parameters)
     text = DEPLOY.read_text()
-    for each in CHANGES:
+    for each in changes():
         for logical_id in (*each.held(each.replaced), *each.held(each.deleted)):
             column = 3 if logical_id in each.replaced else 5
             assert any(f"`{logical_id}`" in row[column] for row in rows[each.parameter]), (

@@ -400,10 +400,10 @@ def test_a_decided_no_value_leaves_its_key_or_entry_out_but_stays_as_an_argument
 @pytest.mark.parametrize(
     ("settings", "said"),
     [
-        ({"SnapStart": "Enabled"}, "only ClientAuth may be set"),
-        ({"StageName": "prod"}, "only ClientAuth may be set"),
+        ({"SnapStart": "Enabled"}, "may be set for a published variant"),
+        ({"StageName": "prod"}, "may be set for a published variant"),
         ({"ClientAuth": "SIGV4"}, "ClientAuth takes AWS_IAM, API_KEY, NONE, not 'SIGV4'"),
-        ({"OpenTelemetryLayerArn": OTEL_ARN}, "only ClientAuth may be set"),
+        ({"OpenTelemetryLayerArn": OTEL_ARN}, "may be set for a published variant"),
     ],
 )
 def test_a_variant_the_template_cannot_make_is_refused_with_its_reason(settings, said):

@@ -26,7 +26,12 @@ NOT_CONFIGURATION = ("Events", "Policies")
 # A value of each parameter that neither lists its values nor is a Number:
 # a second stage, deep traces with two releases of AWS's layer.
 LAYER_ARN = "arn:aws:lambda:us-east-1:615299751070:layer:AWSOpenTelemetryDistroPython:{}"
-EXAMPLES = {"StageName": ["v2"], "OpenTelemetryLayerArn": [LAYER_ARN.format(13), LAYER_ARN.format(14)]}
+EXAMPLES = {
+    "StageName": ["v2"],
+    "OpenTelemetryLayerArn": [LAYER_ARN.format(13), LAYER_ARN.format(14)],
+    # The table a deleted stack of the same name left behind.
+    "ExistingCountersTable": ["idblocks-CountersTable-1A2B3C4D5E6F"],
+}
 
 
 def parameters_read(value: Any, raw: dict[str, Any]) -> set[str]:

@@ -7,8 +7,9 @@ dependencies come through pip at the versions requirements/lock.txt pins
 (pip's cache serves what `make venv` downloaded). Node: a fresh ES module
 project with the tarball (its dependencies through npm, preferring npm's
 cache), run as ESM, from CommonJS by import(), and type-checked by tsc; and
-a TypeScript project made from the files client-node/README.md gives,
-compiled by its own tsc and run.
+a TypeScript project made from the files client-node/README.md gives and
+set up by the commands it gives, as written, compiled by the TypeScript they
+install and run.
 """
 
 from __future__ import annotations
@@ -282,19 +283,55 @@ def test_typescript_reads_the_tarballs_declarations(node_project):
 
 # -- a TypeScript project, as client-node/README.md sets one up ---------------------
 
+README = NODE_DIR / "README.md"
 TITLED_BLOCK = re.compile(r'^```\w+ title="(?P<title>[^"]+)"\n(?P<body>.*?)^```', re.MULTILINE | re.DOTALL)
+SHELL_BLOCK = re.compile(r"^```sh\n(?P<body>.*?)^```", re.MULTILINE | re.DOTALL)
+# Where the README's commands put the project and find the tarball: the
+# test's project and the tarball it built stand in for them.
+READERS_PROJECT = "~/my-service"
+READERS_TARBALL = f"/path/to/idblocks/dist/idblocks-client-{VERSION}.tgz"
+
+
+def readme_section(title: str) -> str:
+    """The part of client-node/README.md under ``title``, up to the next heading."""
+    return re.split(r"\n#{2,6} ", README.read_text().split(f"\n{title}\n", 1)[1], maxsplit=1)[0]
 
 
 def readme_files() -> dict[str, str]:
     """The files client-node/README.md gives a TypeScript project, by name."""
-    text = (NODE_DIR / "README.md").read_text()
-    section = text.split("### In a TypeScript project", 1)[-1].split("\n## ", 1)[0]
+    section = readme_section("### In a TypeScript project")
     return {found["title"]: found["body"] for found in TITLED_BLOCK.finditer(section)}
 
 
-def dev_dependency(name: str) -> str:
-    """``name`` at the version the Node client itself is built with."""
-    return f"{name}@{json.loads((NODE_DIR / 'package.json').read_text())['devDependencies'][name]}"
+def readme_commands(project: Path, tarball: Path) -> list[str]:
+    """The README's commands that set the project up in the reader's folder,
+    as a reader runs them, in order: installing the tarball, then the
+    TypeScript section's command; with ``project`` for that folder and
+    ``tarball`` for the one the `dist` fixture built (`make dist`, the
+    README's command before them)."""
+    installs = SHELL_BLOCK.findall(readme_section("## Install"))
+    typescript = SHELL_BLOCK.findall(readme_section("### In a TypeScript project"))
+    lines = [
+        line for block in [*installs, *typescript] for line in block.splitlines() if READERS_PROJECT in line
+    ]
+    assert len(lines) == 2, lines  # the tarball's install, then TypeScript's
+    return [
+        line.replace(READERS_PROJECT, str(project)).replace(READERS_TARBALL, str(tarball)) for line in lines
+    ]
+
+
+def readme_build_command() -> str:
+    """The command the README says compiles the project and runs it."""
+    found = re.search(r"`(npx tsc[^`]*)` prints an ID", readme_section("### In a TypeScript project"))
+    assert found, "the README no longer says how to compile and run the project"
+    return found[1]
+
+
+def npm_environment() -> dict[str, str]:
+    """A reader's environment, with npm told (by its npm_config_ variables,
+    not by changing the commands) to prefer its cache and skip the audit."""
+    quiet = {"audit": "false", "fund": "false", "prefer_offline": "true", "loglevel": "error"}
+    return clean_env() | {f"npm_config_{name}": value for name, value in quiet.items()}
 
 
 @pytest.fixture(scope="module")
@@ -305,50 +342,84 @@ def typescript_project(dist: dict[str, Path], tmp_path_factory: pytest.TempPathF
     for name, body in files.items():
         (project / name).parent.mkdir(parents=True, exist_ok=True)
         (project / name).write_text(body)
-    npm = ["npm", "install", "--no-audit", "--no-fund", "--prefer-offline", "--loglevel=error"]
-    run([*npm, str(dist["tarball"])], cwd=project)
-    # What the README's command installs, at the versions the client is built with.
-    command = " ".join(
-        (NODE_DIR / "README.md").read_text().split("### In a TypeScript project", 1)[-1].split()
-    )
-    assert "npm pkg set type=module && npm install --save-dev typescript @types/node" in command
-    run([*npm, "--save-dev", dev_dependency("typescript"), dev_dependency("@types/node")], cwd=project)
+    for command in readme_commands(project, dist["tarball"]):
+        run(["bash", "-e", "-o", "pipefail", "-c", command], cwd=project, env=npm_environment())
     return project
+
+
+def installed_major(project: Path, package: str) -> int:
+    manifest = json.loads((project / "node_modules" / package / "package.json").read_text())
+    return int(manifest["version"].split(".")[0])
 
 
 def test_a_typescript_project_set_up_as_the_readme_says_compiles_and_takes_an_id(typescript_project, dev):
     """client-node/README.md said ES modules, but not that a TypeScript
     project needs "type": "module" (else TS1309 on top-level await) and
-    @types/node: a project made from its files compiles without an error,
-    and runs."""
-    errors, said = tsc(typescript_project)
-    assert errors == [], said
+    @types/node; and its command installed the newest TypeScript, 7, which
+    refused its tsconfig.json (TS5011, no rootDir) while this test compiled
+    with the 5.9 it installed itself. The README's own commands, as written,
+    make a project that compiles with what they install, and runs."""
     out = run(
-        [shutil.which("node") or "node", "dist/index.js"],
+        ["bash", "-e", "-o", "pipefail", "-c", readme_build_command()],
         cwd=typescript_project,
         env=clean_env() | {"IDBLOCKS_URL": dev.url},
     )
     first, unused = out.strip().splitlines()
     assert int(first) >= 1
     assert unused.startswith("unused: ")
+    # What compiled it is the major the README's command names.
+    section = readme_section("### In a TypeScript project")
+    pinned = re.search(r"npm install --save-dev typescript@(\d+) ", section)
+    assert pinned, "the README's command names no major version of TypeScript"
+    assert installed_major(typescript_project, "typescript") == int(pinned[1])
 
 
-def test_without_what_the_readme_asks_for_tsc_fails_as_it_says(typescript_project):
-    """Each of the two needs is a need: without "type": "module", TS1309;
-    without Node's types, TS2580."""
-    package = json.loads((typescript_project / "package.json").read_text())
-    assert package["type"] == "module"
+def test_the_readmes_files_compile_with_typescript_5_too(typescript_project, tmp_path):
+    """The README says its tsconfig.json compiles with TypeScript 5 as well
+    as with the major its command installs: the client's own compiler (5.9)
+    reads it and compiles the project's files, emitting, with no error.
+    (--skipLibCheck: @types/node's own declarations are @types/node's
+    business, and checking them is most of the time TypeScript 5 takes.)"""
+    compiler = NODE_DIR / "node_modules" / "typescript" / "bin" / "tsc"
+    assert json.loads((compiler.parents[1] / "package.json").read_text())["version"].startswith("5.")
+    errors, said = tsc(
+        typescript_project, "--outDir", str(tmp_path / "out"), "--skipLibCheck", compiler=compiler
+    )
+    assert errors == [], said
+    assert (tmp_path / "out" / "index.js").is_file()
+
+
+def test_without_what_the_readme_asks_for_tsc_fails_as_it_says(typescript_project, tmp_path):
+    """Each of the three needs is a need, with the error the README names:
+    without "type": "module", TS1309; without Node's types, TS2688, and
+    without their name in `types`, TS2591; without rootDir, TS5011 (when
+    tsc writes its output)."""
+    package_json = typescript_project / "package.json"
+    tsconfig = typescript_project / "tsconfig.json"
+    package, config = package_json.read_text(), tsconfig.read_text()
+    options = json.loads(config)["compilerOptions"]
+
+    def compiled_without(option: str, *args: str) -> list[str]:
+        less = json.loads(config)
+        del less["compilerOptions"][option]
+        tsconfig.write_text(json.dumps(less))
+        try:
+            return tsc(typescript_project, *args)[0]
+        finally:
+            tsconfig.write_text(config)
+
+    assert (options["rootDir"], options["types"]) == ("src", ["node"])
     try:
-        (typescript_project / "package.json").write_text(
-            json.dumps({k: v for k, v in package.items() if k != "type"})
-        )
+        package_json.write_text(json.dumps({k: v for k, v in json.loads(package).items() if k != "type"}))
         assert "TS1309" in tsc(typescript_project, "--noEmit")[0]
     finally:
-        (typescript_project / "package.json").write_text(json.dumps(package))
+        package_json.write_text(package)
+    assert compiled_without("types", "--noEmit") == ["TS2591"]
+    assert compiled_without("rootDir", "--outDir", str(tmp_path / "out")) == ["TS5011"]
     node_types = typescript_project / "node_modules" / "@types" / "node"
     aside = typescript_project / "node-types-aside"
     node_types.rename(aside)
     try:
-        assert tsc(typescript_project, "--noEmit")[0] == ["TS2580"]
+        assert tsc(typescript_project, "--noEmit")[0] == ["TS2688"]
     finally:
         aside.rename(node_types)

@@ -1,7 +1,8 @@
 """Lambda SnapStart and the client, across processes: two environments
 restored from one snapshot of a handler's init, each in a process of its own,
-never hand out the same ID. In-process checks of the restore hook are in
-tests/unit/test_client_snapstart.py.
+never hand out the same ID, and a block request caught on its way out at the
+snapshot sends nothing from either. In-process checks of the restore hook
+are in tests/unit/test_client_snapstart.py.
 
 How a restore is simulated, and why not with os.fork(): os.fork() runs the
 client's own at-fork handlers in the child, which drop what the parent held
@@ -30,14 +31,49 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.proxy import LossyProxy
+
 ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="copies the process with libc's fork()")
 
-SNAPSHOT = """
-import asyncio, contextlib, ctypes, json, os, sys
+# What every script here starts with: how it makes its restored copies.
+# ``restored_copies(restored_copy)`` copies the process twice, one copy after
+# the other; each runs the after-restore functions as the runtime does, then
+# ``restored_copy()``, whose JSON report (None if the copy failed) it returns.
+RESTORED_COPIES = """
+import ctypes, json, os
 
 import snapshot_restore_py
+
+
+def restored_copies(restored_copy):
+    libc = ctypes.PyDLL(None)
+    copies = []
+    for _ in range(2):
+        read_end, write_end = os.pipe()
+        pid = libc.fork()
+        if pid == 0:
+            os.close(read_end)
+            try:
+                for func, args, kwargs in snapshot_restore_py.get_after_restore():  # as the runtime runs them
+                    func(*args, **kwargs)
+                os.write(write_end, json.dumps(restored_copy()).encode())
+                os._exit(0)
+            finally:
+                os._exit(1)
+        os.close(write_end)
+        with os.fdopen(read_end) as pipe:
+            copies.append(json.loads(pipe.read() or "null"))
+        os.waitpid(pid, 0)
+    return copies
+"""
+
+SNAPSHOT = (
+    RESTORED_COPIES
+    + """
+import asyncio, contextlib, sys
+
 from idblocks import AsyncSequence, HttpBackend, Sequence, ServiceUnavailable
 from idblocks.async_backend import AsyncHttpBackend
 from idblocks.testing import LOST_RESPONSE
@@ -79,41 +115,22 @@ backends = [HttpBackend("http://127.0.0.1:9"), AsyncHttpBackend("http://127.0.0.
 snapshot_keys = list(shared.sent)
 
 # -- the snapshot, restored twice -----------------------------------------------
-libc = ctypes.PyDLL(None)
-
-
-def restored_copy(write_end):
-    for func, args, kwargs in snapshot_restore_py.get_after_restore():  # as the runtime runs them
-        func(*args, **kwargs)
+def restored_copy():
     ids = [orders.next_id() for _ in range(150)]
     ids += [invoices.next_id() for _ in range(5)]
     ids += asyncio.run(draw(tasks, 150))
-    report = {
+    return {
         "pid": os.getpid(),
         "ids": ids,
         "sent": shared.sent[len(snapshot_keys):],
         "jitter": [backend.retry.rng.random() for backend in backends],
     }
-    os.write(write_end, json.dumps(report).encode())
-    os._exit(0)
 
 
-copies = []
-for _ in range(2):
-    read_end, write_end = os.pipe()
-    pid = libc.fork()
-    if pid == 0:
-        os.close(read_end)
-        try:
-            restored_copy(write_end)
-        finally:
-            os._exit(1)
-    os.close(write_end)
-    with os.fdopen(read_end) as pipe:
-        copies.append(json.loads(pipe.read() or "null"))
-    os.waitpid(pid, 0)
+copies = restored_copies(restored_copy)
 print(json.dumps({"pid": os.getpid(), "handed": handed, "snapshot_keys": snapshot_keys, "copies": copies}))
 """
+)
 
 
 def run(script: str, *args: str) -> dict:
@@ -148,6 +165,112 @@ def test_two_environments_restored_from_one_snapshot_draw_disjoint_ids(tmp_path)
     kinds = ["HttpBackend", "AsyncHttpBackend"]
     for kind, one, other in zip(kinds, first["jitter"], second["jitter"], strict=True):
         assert one != other, f"the copies' {kind}s retry in step"
+
+
+# A block request caught at the snapshot on its way out, in an event loop
+# kept across invocations (as docs/client.md allows): waiting for its SigV4
+# signature (IamAuth signs in a worker thread; a role's credentials are slow
+# to come the first time), or for the host's address (httpx resolves it in a
+# worker thread). The snapshot is taken once that wait is over but before the
+# loop has run again: the request's next step is queued on the loop, as it is
+# when a worker thread finishes between two invocations. Each restored copy
+# then runs the loop, as its first invocation does.
+SUSPENDED = (
+    RESTORED_COPIES
+    + """
+import asyncio, socket, sys, threading
+from concurrent.futures import ThreadPoolExecutor
+
+import botocore.session
+from idblocks import IamAuth, ServiceUnavailable
+from idblocks.async_backend import AsyncHttpBackend
+
+where, url, counter, key = sys.argv[1:5]
+inside, release = threading.Event(), threading.Event()
+
+
+def wait_once():
+    if not inside.is_set():
+        inside.set()
+        assert release.wait(60)
+
+
+if where == "signing":
+    class FirstSignatureWaits(IamAuth):
+        def headers(self, method, url, body):
+            wait_once()
+            return super().headers(method, url, body)
+
+    session = botocore.session.Session()
+    session.set_credentials("AKIASNAPSHOTTEST0001", "snapshot-test-secret")
+    backend = AsyncHttpBackend(url, auth=FirstSignatureWaits(region="eu-west-1", session=session))
+else:  # resolving: a host name only this process knows, slow to resolve the first time
+    host, port = url.removeprefix("http://").split(":")
+    resolve = socket.getaddrinfo
+
+    def slow_first(name, *args, **kwargs):
+        if name in ("restored.invalid", b"restored.invalid"):  # anyio passes it encoded
+            wait_once()
+            name = host
+        return resolve(name, *args, **kwargs)
+
+    socket.getaddrinfo = slow_first
+    backend = AsyncHttpBackend(f"http://restored.invalid:{port}")
+
+loop = asyncio.new_event_loop()
+workers = ThreadPoolExecutor(1)  # where the signature, or the address, is worked out
+loop.set_default_executor(workers)
+request = loop.create_task(backend.allocate(counter, 10, idempotency_key=key))
+with ThreadPoolExecutor(1) as waiter:
+    loop.run_until_complete(loop.run_in_executor(waiter, inside.wait, 60))
+# The invocation is over: the loop stops with the request waiting. The wait
+# ends; its answer is queued on the loop when the worker has finished.
+release.set()
+workers.shutdown(wait=True)
+
+
+def restored_copy():
+    loop.set_default_executor(ThreadPoolExecutor(1))  # the snapshot's worker thread is not in the copy
+    try:
+        block = loop.run_until_complete(request)
+        caught = {"ids": [block.start, block.end]}
+    except ServiceUnavailable as exc:
+        caught = {"refused": str(exc)}
+    fresh = loop.run_until_complete(backend.allocate(counter, 10))
+    return {"pid": os.getpid(), "caught": caught, "fresh": [fresh.start, fresh.end]}
+
+
+print(json.dumps({"copies": restored_copies(restored_copy)}))
+"""
+)
+
+
+def ids_of(span: list[int] | None) -> set[int]:
+    return set() if span is None else set(range(span[0], span[1] + 1))
+
+
+@pytest.mark.parametrize("where", ["signing", "resolving"])
+def test_a_request_waiting_to_be_signed_or_resolved_at_the_snapshot_sends_nothing_after_it(dev, where):
+    """Given an AsyncHttpBackend's keyed block request waiting at the
+    snapshot, in a loop kept across invocations, for its SigV4 signature or
+    for its host's address, when two copies are restored and each runs the
+    loop on, then in each the request fails as begun before the restore, the
+    service never receives its key, and the blocks each copy then takes are
+    its own. (Sent after the restore, each copy was answered the one block
+    the key names: both handed out ID 1.)"""
+    counter, key = f"restored-{where}", f"at-the-snapshot-{where}"
+    with LossyProxy(dev.url) as proxy:
+        result = run(SUSPENDED, where, proxy.url, counter, key)
+        received = list(proxy.keys)
+    first, second = result["copies"]
+    assert first is not None, "the first copy failed"
+    assert second is not None, "the second copy failed"
+    assert key not in received, "the key drawn before the snapshot reached the service after the restore"
+    for copy in (first, second):
+        assert "before a restore" in copy["caught"].get("refused", ""), copy["caught"]
+    first_ids = ids_of(first["caught"].get("ids")) | ids_of(first["fresh"])
+    second_ids = ids_of(second["caught"].get("ids")) | ids_of(second["fresh"])
+    assert not first_ids & second_ids, "two copies of one snapshot hold the same IDs"
 
 
 IMPORT = """

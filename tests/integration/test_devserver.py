@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 import requests
@@ -431,6 +436,81 @@ def test_a_signal_during_start_stops_it_and_frees_the_state(state_file, sig, aft
     assert "stopped" in out
     with DevServer(state_file=state_file) as after:
         assert after.post("/counters/orders/next").json()["id"] == 1
+
+
+# The block under "Stopping it." in docs/development.md: what a script runs.
+STOPPING = re.compile(r"^\*\*Stopping it\.\*\*.*?^```sh\n(?P<body>.*?)^```", re.MULTILINE | re.DOTALL)
+# Generous bounds, for a busy machine: a start takes seconds, a stop less.
+START_WITHIN, STOP_WITHIN = 300.0, 60.0
+
+
+def _log_says_ready(log: Path, shell: subprocess.Popen[str]) -> str | None:
+    """The URL the dev server logged as ready, once it has (None if the
+    shell ended first or it is not ready within START_WITHIN)."""
+    deadline = time.monotonic() + START_WITHIN
+    while time.monotonic() < deadline and shell.poll() is None:
+        found = re.search(r"^ready: (http://\S+)", log.read_text() if log.exists() else "", re.MULTILINE)
+        if found:
+            return found[1]
+        time.sleep(0.05)
+    return None
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_dev_started_in_a_scripts_background_stops_as_the_development_page_says(tmp_path):
+    """docs/development.md said `kill -INT` stops `make dev &`; from a
+    script it stopped nothing: a non-interactive shell starts a background
+    job with SIGINT ignored, and make keeps it ignored and passes no SIGINT
+    on. The page's block runs as written in such a shell (bash reading it,
+    no terminal), on a port and a counters file of its own, the test's wait
+    for the server standing in for its comment line; it stops the server,
+    counters saved, and nothing of it is left."""
+    block = STOPPING.search((ROOT / "docs" / "development.md").read_text())
+    assert block, "docs/development.md has no block under **Stopping it.**"
+    lines = block["body"].splitlines()
+    comment = next(i for i, line in enumerate(lines) if line.startswith("#"))
+    log, state = tmp_path / "dev.log", tmp_path / "state.json"
+    own = f"--port 0 --fresh --state-file {state}"
+    before = [re.sub(r"--port \d+", own, line).replace("dev.log", str(log)) for line in lines[:comment]]
+    assert any(line.startswith("make dev ") and own in line for line in before), before
+    env = subprocess_environment()
+    for name in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL"):  # no make of the tests' around it
+        env.pop(name, None)
+    shell = subprocess.Popen(
+        ["bash"],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group: what is left of it can be found
+    )
+    assert shell.stdin is not None
+    try:
+        shell.stdin.write("\n".join(before) + "\n")
+        shell.stdin.flush()
+        url = _log_says_ready(log, shell)
+        assert url, log.read_text() if log.exists() else "no log"
+        assert requests.post(f"{url}/counters/orders/next", timeout=30).json()["id"] == 1
+        out, _ = shell.communicate("\n".join(lines[comment + 1 :]) + "\n", timeout=STOP_WITHIN)
+        assert shell.returncode == 0, out
+        left = True
+        try:
+            os.killpg(shell.pid, 0)
+        except ProcessLookupError:
+            left = False
+        assert not left, "a process of make dev is still running"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(shell.pid, signal.SIGKILL)
+        shell.wait(timeout=30)
+    said = log.read_text()
+    assert "idblocks dev server stopped" in said, said
+    saved = json.loads(state.read_text())["tables"]["CountersTable"]
+    assert [item["hwm"]["N"] for item in saved] == ["1"]
+    with pytest.raises(requests.ConnectionError):
+        requests.post(f"{url}/counters/orders/next", timeout=30)
 
 
 # -- --fresh keeps what it replaces --------------------------------------------

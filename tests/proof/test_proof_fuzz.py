@@ -133,6 +133,11 @@ def test_requests_that_break_the_schema_are_refused_and_change_nothing(dev, oper
     session = requests.Session()
 
     def on_case(case) -> None:
+        if any(value in ([], {}) for value in (case.query or {}).values()):
+            # an empty list or object has no form in a query string: requests
+            # sends the parameter not at all, so the draw is not the bad
+            # input it was made as (and schemathesis does not see that)
+            return
         before = counters_table(dev)
         response = case.call(base_url=dev.url, session=session, timeout=10)
         assert response.status_code < 500, response.text

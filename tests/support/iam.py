@@ -25,14 +25,18 @@ from localrun.template import ROOT
 
 SIMULATOR = ROOT / "tests" / "support" / "iam"
 ALLOWED = "Allowed"
+# The principal of a request that is not signed (the evaluator's marker).
+ANONYMOUS = {"type": "Anonymous"}
 
 
 @dataclass(frozen=True)
 class Request:
-    """``principal`` calls ``action`` on ``resource`` (in ``account``), with
-    ``identity_policies`` attached to it and ``resource_policy`` on the resource."""
+    """``principal`` (an ARN, or ANONYMOUS) calls ``action`` on ``resource``
+    (in ``account``), with ``identity_policies`` attached to it and
+    ``resource_policy`` on the resource; ``context``: the request's
+    condition keys (the evaluator derives none itself)."""
 
-    principal: str
+    principal: str | dict[str, str]
     action: str
     resource: str
     account: str
@@ -72,3 +76,17 @@ def decide(requests: Iterable[Request]) -> list[str]:
     decisions = json.loads(done.stdout)
     assert len(decisions) == len(requests)
     return decisions
+
+
+def principal_context(
+    principal: str, organization: str | None = None, source_vpce: str | None = None
+) -> dict[str, str]:
+    """The condition keys AWS gives a request from ``principal`` (an IAM
+    role's or user's ARN) of ``organization``, through the VPC endpoint
+    ``source_vpce`` (IAM user guide, "AWS global condition context keys")."""
+    context = {"aws:PrincipalArn": principal, "aws:PrincipalAccount": principal.split(":")[4]}
+    if organization:
+        context["aws:PrincipalOrgID"] = organization
+    if source_vpce:
+        context["aws:SourceVpce"] = source_vpce
+    return context

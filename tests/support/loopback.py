@@ -1,6 +1,7 @@
 """What the tests' small HTTP servers share: a threaded server on 127.0.0.1
 (a free port), started and stopped as a context manager, and a request
-handler base that logs nothing and can hang up without answering."""
+handler base that logs nothing, answers JSON, and can hang up without
+answering."""
 
 from __future__ import annotations
 
@@ -22,6 +23,14 @@ class QuietHandler(BaseHTTPRequestHandler):
         """Close the connection without answering."""
         self.close_connection = True
         self.connection.close()
+
+    def send_json(self, status: int, data: bytes) -> None:
+        """Answer ``status`` with ``data``, a JSON body."""
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
 
 class LoopbackServer:

@@ -1,6 +1,7 @@
 """An HTTP proxy on 127.0.0.1 in front of the dev server that can lose
 responses: the request reaches the service and is applied, then the
-connection is closed before the client hears back."""
+connection is closed before the client hears back. It counts the requests it
+forwards and notes the Idempotency-Key of each one it receives."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ class LossyProxy(LoopbackServer):
         self.lose = 0  # how many of the next responses to lose
         self.lost: list[tuple[str, str, int]] = []
         self.forwarded = 0
+        self.keys: list[str] = []  # the Idempotency-Key of every request received, in order
         self._lock = threading.Lock()
         proxy = self
 
@@ -24,6 +26,9 @@ class LossyProxy(LoopbackServer):
             protocol_version = "HTTP/1.1"
 
             def _handle(self) -> None:
+                if key := self.headers.get("Idempotency-Key"):
+                    with proxy._lock:
+                        proxy.keys.append(key)
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 reply = requests.request(

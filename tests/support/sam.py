@@ -11,14 +11,14 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from localrun.template import ROOT, STACK, Stack, Template
+from localrun.template import ROOT, STACK, Stack, Template, template_with
 from localrun.template import sam_transform as transform_sam
 from scripts.sar_template import SarTemplate, build
 
 
-@functools.cache
 def _template(overrides: tuple[tuple[str, str], ...], stack: Stack) -> Template:
-    return Template(parameter_overrides=dict(overrides), stack=stack)
+    # The one cache of every reader of the template, scripts/parameter_changes.py's too.
+    return template_with(overrides, stack)
 
 
 def _translate(overrides: tuple[tuple[str, str], ...], stack: Stack) -> dict[str, Any]:
@@ -114,7 +114,7 @@ def parameter_sets() -> tuple[tuple[tuple[str, str], ...], ...]:
     change scripts/parameter_changes.py describes (every value of every
     parameter that lists its values, a custom domain, API keys with a quota,
     deep traces...)."""
-    from scripts.parameter_changes import changes_of
+    from scripts.parameter_changes import changes_of, values_of
 
     found = {(): None}
     for environment in samconfig_environments():
@@ -122,5 +122,5 @@ def parameter_sets() -> tuple[tuple[tuple[str, str], ...], ...]:
     for parameter in Template().parameters:
         for settings, before, after in changes_of(parameter):
             for value in (before, after):
-                found[tuple(sorted((settings | {parameter: value}).items()))] = None
+                found[tuple(sorted(values_of(parameter, value, settings).items()))] = None
     return tuple(found)

@@ -90,9 +90,13 @@ def sigv4_query(query: str) -> str:
     )
 
 
-def identity(role: str, key: tuple[str, str]) -> list[str]:
-    """The dev server's arguments that give ``key`` the policy of ``role``."""
-    return ["--identity", f"{role}={key[0]}:{key[1]}"]
+def identity(
+    role: str, key: tuple[str, str], account: str | None = None, organization: str | None = None
+) -> list[str]:
+    """The dev server's arguments that give ``key`` the policy of ``role``,
+    a principal of ``account`` in ``organization`` when given."""
+    where = (f"@{account}" if account else "") + (f"/{organization}" if organization else "")
+    return ["--identity", f"{role}={key[0]}:{key[1]}{where}"]
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from idblocks_core.domain.rules import DEFAULT_MAX_ID, LIMIT_MAX_ID
+from tests.support.api import load_event
 
 COUNTER_FIELDS = {"name", "next", "exhausted", "max", "step", "residue", "cache", "created_at", "updated_at"}
 NAME_RULE = "counter name must be 1-128 characters of A-Z, a-z, 0-9, '_', '.' or '-', and not '.' or '..'"
@@ -126,9 +127,46 @@ def test_list_leaves_out_deleted_counters(api):
     assert [c["name"] for c in reply.body["counters"]] == ["keep"]
 
 
+def test_list_with_deleted_true_shows_each_deleted_counter_and_the_mark_it_keeps(api):
+    """What a recovery after a restore reads: a deleted counter's kept mark,
+    which nothing else of the API shows (GET answers it 404)."""
+    for name in ("keep", "drop"):
+        api.call("admin-create", body={"name": name, "start": 100})
+    api.call("batch", name="drop", body={"count": 5})  # 100..104
+    api.call("admin-delete", name="drop")
+    reply = api.call("admin-list", query={"limit": "10", "deleted": "true"})
+    assert reply.status == 200
+    assert reply.body["deleted"] is True
+    listed = {c["name"]: c for c in reply.body["counters"]}
+    assert set(listed["keep"]) == COUNTER_FIELDS
+    assert listed["keep"]["next"] == 100
+    assert set(listed["drop"]) == COUNTER_FIELDS | {"deleted"}
+    assert (listed["drop"]["deleted"], listed["drop"]["next"]) == (True, 105)
+    # A re-creation without start continues there.
+    assert api.call("admin-create", body={"name": "drop"}).body["next"] == 105
+
+
+def test_deleted_given_twice_in_the_query_is_400(api):
+    event = load_event("admin-list")
+    event["queryStringParameters"] = {"deleted": "true"}
+    event["multiValueQueryStringParameters"] = {"deleted": ["true", "true"]}
+    reply = api.send(event)
+    assert (reply.status, reply.error_code) == (400, "invalid_deleted")
+
+
+def test_list_without_deleted_true_says_nothing_of_deleted_counters(api):
+    api.call("admin-create", body={"name": "drop"})
+    api.call("admin-delete", name="drop")
+    assert api.call("admin-list", query={"deleted": "false"}).body == {"counters": [], "cursor": None}
+
+
 @pytest.mark.parametrize(
     ("query", "code"),
     [
+        ({"deleted": "yes"}, "invalid_deleted"),
+        ({"deleted": "True"}, "invalid_deleted"),
+        ({"deleted": "1"}, "invalid_deleted"),
+        ({"deleted": ""}, "invalid_deleted"),
         ({"limit": "0"}, "invalid_limit"),
         ({"limit": "1001"}, "invalid_limit"),
         ({"limit": "ten"}, "invalid_limit"),
@@ -194,6 +232,8 @@ def test_set_unknown_is_404_and_creates_nothing(api, table_snapshot):
         ({"next": "5"}, "invalid_next"),
         ({"next": LIMIT_MAX_ID + 2}, "invalid_next"),
         ({"next": 5, "max": 9}, "invalid_body"),
+        ({"next": 5, "deleted": "true"}, "invalid_deleted"),
+        ({"next": 5, "deleted": 1}, "invalid_deleted"),
     ],
 )
 def test_bad_set_bodies_are_400(api, table_snapshot, body, code):
@@ -211,6 +251,62 @@ def test_delete_is_204_then_the_counter_is_gone(api):
     assert api.call("admin-get").status == 404
     assert api.call("admin-delete").status == 404
     assert api.call("admin-set").status == 404
+
+
+def test_set_on_a_deleted_counter_raises_the_mark_it_keeps_and_it_stays_deleted(api, lambda_env):
+    lambda_env(AUTO_CREATE_COUNTERS="false")
+    api.call("admin-create")  # starts at 1000
+    api.call("batch", name="invoices", body={"count": 10})  # 1000..1009
+    api.call("admin-delete")
+    # Without deleted, as ever: not found, and nothing written
+    assert api.call("admin-set", body={"next": 5000}).error_code == "counter_not_found"
+    reply = api.call("admin-set", body={"next": 5000, "deleted": True})
+    assert reply.status == 200
+    assert (reply.body["deleted"], reply.body["next"]) == (True, 5000)
+    assert api.call("admin-get").status == 404
+    assert api.call("batch", name="invoices", body={"count": 1}).status == 404
+    assert (
+        api.call("admin-create", body={"name": "invoices", "start": 4999}).error_code
+        == "below_high_water_mark"
+    )
+    assert api.call("admin-create", body={"name": "invoices"}).body["next"] == 5000
+
+
+def test_a_deleted_counters_mark_may_pass_its_max(api):
+    """A deleted counter hands out nothing: its max, which a re-creation
+    gives anew, does not bound the mark."""
+    api.call("admin-create", body={"name": "invoices", "max": 10})
+    api.call("admin-delete")
+    assert api.call("admin-set", body={"next": 500, "deleted": True}).body["next"] == 500
+    revived = api.call("admin-create", body={"name": "invoices"}).body
+    assert (revived["next"], revived["max"]) == (500, DEFAULT_MAX_ID)
+
+
+def test_set_below_a_deleted_counters_mark_is_409_and_changes_nothing(api, table_snapshot):
+    api.call("admin-create")  # starts at 1000
+    api.call("admin-delete")
+    before = table_snapshot()
+    reply = api.call("admin-set", body={"next": 999, "deleted": True})
+    assert (reply.status, reply.error_code) == (409, "counter_would_move_back")
+    assert "next is 1000" in reply.body["error"]["message"]
+    assert table_snapshot() == before
+
+
+def test_set_of_cache_on_a_deleted_counter_is_404_and_changes_nothing(api, table_snapshot):
+    api.call("admin-create")
+    api.call("admin-delete")
+    before = table_snapshot()
+    for body in ({"cache": 5, "deleted": True}, {"next": 5000, "cache": 5, "deleted": True}):
+        assert api.call("admin-set", body=body).error_code == "counter_not_found"
+    assert table_snapshot() == before
+
+
+def test_set_with_deleted_moves_a_live_counter_as_without_it(api):
+    api.call("admin-create")  # starts at 1000
+    reply = api.call("admin-set", body={"next": 5000, "deleted": True})
+    assert (reply.status, reply.body["next"]) == (200, 5000)
+    assert "deleted" not in reply.body
+    assert api.call("next-post", name="invoices").body["id"] == 5000
 
 
 def test_delete_unknown_is_404(api):
@@ -341,3 +437,14 @@ def test_exhausted_is_shown_whenever_no_id_is_left(api):
     assert (created["next"], created["exhausted"]) == (1, False)
     moved = api.call("admin-set", name="small", body={"next": 101}).body
     assert (moved["next"], moved["exhausted"], moved["max"]) == (None, True, 100)
+
+
+def test_reading_a_counter_that_does_not_exist_says_how_to_create_it(api):
+    """A name beginning with "-" is given after "--", where the command
+    line reads it as a name, not an option."""
+    for name, command in (("members", "idblocks create members"), ("-x", "idblocks create -- -x")):
+        reply = api.call("admin-get", name=name)
+        assert (reply.status, reply.error_code) == (404, "counter_not_found")
+        assert reply.body["error"]["message"] == (
+            f"counter '{name}' does not exist: create it with `{command}` (POST /admin/counters)"
+        )

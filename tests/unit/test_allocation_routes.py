@@ -60,6 +60,33 @@ def test_unknown_counter_is_404_when_auto_create_is_off(api, lambda_env, table_s
     assert table_snapshot() == before
 
 
+@pytest.mark.parametrize("route", ["next-post", "batch"])
+def test_a_missing_counter_is_told_with_the_command_that_creates_it_and_the_parameter_that_would(
+    api, lambda_env, route
+):
+    """A new deployment's first answer (AutoCreateCounters is false by
+    default) said only "counter 'orders' does not exist": it names the
+    command that creates it and the parameter that made next refuse."""
+    lambda_env(AUTO_CREATE_COUNTERS="false")
+    message = api.call(route, name="orders").body["error"]["message"]
+    assert message == (
+        "counter 'orders' does not exist (next and batch create none here: AutoCreateCounters is false): "
+        "create it with `idblocks create orders` (POST /admin/counters)"
+    )
+
+
+def test_a_deleted_counter_is_told_how_to_create_it_and_not_about_auto_create(api):
+    """Auto-creation never brings a deleted counter back, so the parameter
+    is not named; the command that does is."""
+    api.call("admin-create", body={"name": "orders"})
+    api.call("admin-delete", name="orders")
+    gone = api.call("next-post", name="orders")
+    assert gone.status == 404
+    message = gone.body["error"]["message"]
+    assert message.endswith("create it with `idblocks create orders` (POST /admin/counters)"), message
+    assert "AutoCreateCounters" not in message
+
+
 def test_existing_counter_works_when_auto_create_is_off(api, lambda_env):
     lambda_env(AUTO_CREATE_COUNTERS="false")
     api.call("admin-create", body={"name": "orders", "start": 7})

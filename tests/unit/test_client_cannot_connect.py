@@ -25,6 +25,7 @@ from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConn
 
 from idblocks import (
     AsyncSequence,
+    ConfigurationError,
     FailoverBackend,
     HttpBackend,
     RetryPolicy,
@@ -34,7 +35,7 @@ from idblocks import (
 )
 from idblocks.async_backend import AsyncHttpBackend
 from idblocks.block import Block
-from idblocks.exchange import Attempt, Call, Contact, NoReply, cannot_connect, exchange
+from idblocks.exchange import Attempt, Call, Contact, NoReply, cannot_connect, exchange, plain_http
 from tests.support.stub_http import StubServer
 
 DEV_SERVER_HINT = "is the dev server running? (`make dev` starts it)"
@@ -311,3 +312,87 @@ def test_regions_where_nothing_has_ever_answered_fail_over_at_once_and_the_whole
             sock.close()
     assert raised.value.never_answered
     assert waits == []
+
+
+# -- an https:// endpoint whose server speaks plain HTTP: said at once ------------
+
+PLAIN_HTTP = "answered in plain HTTP, not TLS: use http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+def plain_http_server() -> Iterator[StubServer]:
+    """A server that speaks plain HTTP, as the dev server does: to a TLS
+    handshake it answers `400 Bad Request` in plain text."""
+    with StubServer([]) as server:
+        yield server
+
+
+def port_of(server: StubServer) -> str:
+    return server.url.rsplit(":", 1)[1]
+
+
+@pytest.mark.parametrize("driver", ["threads", "asyncio"])
+def test_given_https_to_a_plain_http_server_when_a_sequence_asks_then_it_is_told_at_once_to_use_http(
+    plain_http_server, driver
+):
+    """https:// against the dev server was retried for 4.4 s (eight
+    attempts) and ended in `WRONG_VERSION_NUMBER`, with no word of http; the
+    asyncio client added that nothing was listening. A wrong scheme is no
+    outage: a ConfigurationError at the first attempt, naming the URL to use."""
+    url = plain_http_server.url.replace("http://", "https://")
+    waits = Waits()
+
+    def first_id() -> None:
+        with Sequence(HttpBackend(url, retry=RetryPolicy(sleep=waits)), "orders") as seq:
+            seq.next_id()
+
+    async def first_async_id() -> None:
+        backend = AsyncHttpBackend(url, retry=RetryPolicy(sleep=waits))
+        async with AsyncSequence(backend, "orders") as seq:
+            await seq.next_id()
+
+    started = time.monotonic()
+    with pytest.raises(ConfigurationError) as raised:
+        first_id() if driver == "threads" else asyncio.run(first_async_id())
+    elapsed = time.monotonic() - started
+    message = str(raised.value)
+    assert PLAIN_HTTP.format(port=port_of(plain_http_server)) in message, message
+    assert "is the dev server running" not in message
+    assert waits == []
+    assert elapsed < PROMPTLY, elapsed
+    assert plain_http_server.requests == []  # nothing reached it as a request
+
+
+@pytest.mark.parametrize("argv", [["next", "orders"], ["create", "orders"]])
+def test_given_https_to_a_plain_http_server_when_the_command_line_asks_then_it_exits_2_at_once(
+    plain_http_server, monkeypatch, capsys, argv
+):
+    """The command line retried `next` for seconds, and said of `create`
+    that the request "may have been applied", which a TLS handshake that
+    failed cannot have: bad usage (2), at once, with the URL to use."""
+    monkeypatch.delenv("IDBLOCKS_URL", raising=False)
+    waits = Waits()
+    monkeypatch.setattr(cli, "HttpBackend", functools.partial(HttpBackend, retry=RetryPolicy(sleep=waits)))
+    url = plain_http_server.url.replace("http://", "https://")
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--endpoint", url, *argv])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2
+    assert err.count("\n") == 1, err
+    assert PLAIN_HTTP.format(port=port_of(plain_http_server)) in err, err
+    assert "may have been applied" not in err
+    assert waits == []
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "instead"),
+    [
+        ("https://127.0.0.1:3000", "http://127.0.0.1:3000"),
+        ("https://ids.example.com/v1", "http://ids.example.com:443/v1"),
+        ("https://[::1]:3000/v1", "http://[::1]:3000/v1"),
+    ],
+)
+def test_the_url_to_use_instead_is_the_same_port_in_http(endpoint, instead):
+    """Without a port, the server that answered in plain HTTP is on 443:
+    plain http:// would go to 80."""
+    assert plain_http(endpoint).endswith(f": use {instead}")

@@ -103,6 +103,33 @@ def test_an_unknown_argument_is_still_named(capsys):
     assert "go before" not in err
 
 
+@pytest.mark.parametrize(
+    ("argv", "misspelt", "meant"),
+    [
+        (["--endpont", "{url}", "next", "orders"], "--endpont", "--endpoint"),
+        (["--endpont={url}", "next", "orders"], "--endpont", "--endpoint"),
+        (["--endpoint", "{url}", "--timeot", "3", "next", "orders"], "--timeot", "--timeout"),
+        (["--auht", "none", "--endpoint", "{url}", "next", "orders"], "--auht", "--auth"),
+    ],
+)
+def test_a_misspelt_option_is_named_with_the_one_meant_and_nothing_is_sent(capsys, argv, misspelt, meant):
+    """`idblocks --endpont http://...` said "invalid choice: 'http://...'":
+    argparse set the unknown option aside and read its value as the command."""
+    with StubServer([ONE_ID]) as stub:
+        status, out, err = run(capsys, *(arg.format(url=stub.url) for arg in argv))
+    assert (status, out) == (2, "")
+    assert f"error: unknown option {misspelt}: did you mean {meant}?" in err, err
+    assert "invalid choice" not in err
+    assert stub.requests == []
+
+
+def test_an_unambiguous_prefix_of_an_option_is_still_taken(capsys):
+    """argparse takes a prefix of a long option: that is no misspelling."""
+    with StubServer([ONE_ID]) as stub:
+        status, out, _ = run(capsys, "--end", stub.url, "next", "orders")
+    assert (status, json.loads(out)["id"]) == (0, 7)
+
+
 def test_the_auth_in_the_environment_is_used(capsys, monkeypatch):
     monkeypatch.setenv("IDBLOCKS_AUTH", "api-key")
     monkeypatch.setenv("IDBLOCKS_API_KEY", "k-123")
@@ -166,6 +193,21 @@ def test_exit_status_follows_the_answer(capsys, reply, expected):
     assert (status, out) == (expected, "")
     assert_one_line(err)
     assert len(stub.requests) == 1
+
+
+def test_a_missing_counter_is_told_with_the_command_that_creates_it(capsys, api, lambda_env):
+    """The first error a new deployment meets (AutoCreateCounters is false
+    by default): the service's 404, as its handler answers it, said by the
+    command line in one line, naming the command that creates the counter."""
+    lambda_env(AUTO_CREATE_COUNTERS="false")
+    reply = api.call("next-post", name="orders")
+    capsys.readouterr()  # the handler's own metrics line
+    with StubServer([(reply.status, {}, reply.body)]) as stub:
+        status, out, err = run(capsys, "--endpoint", stub.url, "next", "orders")
+    assert (status, out) == (3, "")
+    assert_one_line(err)
+    assert "create it with `idblocks create orders`" in err, err
+    assert "AutoCreateCounters is false" in err, err
 
 
 @pytest.mark.parametrize("name", [".", "..", "a b", "x" * 129])
@@ -281,6 +323,95 @@ def test_update_puts_next_cache_or_both(capsys, options, body):
     assert status == 0
     assert (stub.requests[0]["method"], stub.requests[0]["path"]) == ("PUT", "/admin/counters/orders")
     assert json.loads(stub.requests[0]["body"]) == body
+
+
+def test_list_deleted_asks_for_deleted_counters_on_every_page(capsys):
+    first = (200, {}, {"counters": [{"name": "a"}], "cursor": "c1", "deleted": True})
+    last = (200, {}, {"counters": [{"name": "b", "deleted": True}], "cursor": None, "deleted": True})
+    with StubServer([first, last]) as stub:
+        status, out, _ = run(capsys, "--endpoint", stub.url, "list", "--all", "--deleted")
+    assert status == 0
+    assert [r["path"] for r in stub.requests] == [
+        "/admin/counters?deleted=true",
+        "/admin/counters?cursor=c1&deleted=true",
+    ]
+    assert json.loads(out) == {
+        "counters": [{"name": "a"}, {"name": "b", "deleted": True}],
+        "cursor": None,
+        "deleted": True,
+    }
+
+
+RECORD = {"message": "allocation", "counter": "orders", "first_id": 1, "last_id": 40, "step": 1}
+
+
+def test_recover_needs_a_source_and_sends_nothing_without_one(capsys):
+    with StubServer([]) as stub:
+        status, out, err = run(capsys, "--endpoint", stub.url, "recover", "--dry-run")
+    assert (status, out) == (2, "")
+    assert_one_line(err)
+    assert "--from-table, --from-records or both" in err
+    assert stub.requests == []
+
+
+def test_recover_dry_run_prints_the_plan_and_only_reads(capsys, tmp_path):
+    records = tmp_path / "records.jsonl"
+    records.write_text(json.dumps(RECORD) + "\n")
+    page = {"counters": [{"name": "orders", "next": 5, "max": 100}], "cursor": None, "deleted": True}
+    with StubServer([(200, {}, page)]) as stub:
+        status, out, err = run(
+            capsys, "--endpoint", stub.url, "recover", "--from-records", str(records), "--dry-run"
+        )
+    assert (status, err) == (0, "")
+    [planned] = json.loads(out)["counters"]
+    assert (planned["now"], planned["plan"]) == ({"state": "live", "next": 5}, [{"step": "set", "next": 41}])
+    assert [(r["method"], r["path"]) for r in stub.requests] == [
+        ("GET", "/admin/counters?limit=1000&deleted=true")
+    ]
+
+
+def test_recover_that_stops_prints_its_report_and_one_line_and_exits_as_the_step_failed(capsys, tmp_path):
+    records = tmp_path / "records.jsonl"
+    records.write_text(json.dumps(RECORD) + "\n")
+    page = {"counters": [{"name": "orders", "next": 5, "max": 100}], "cursor": None, "deleted": True}
+    with StubServer([(200, {}, page), error(409, "region_mismatch")]) as stub:
+        status, out, err = run(capsys, "--endpoint", stub.url, "recover", "--from-records", str(records))
+    assert status == 4
+    assert json.loads(out)["failed"] == {
+        "counter": "orders",
+        "step": "set",
+        "next": 41,
+        "error": "region_mismatch: region_mismatch happened (HTTP 409)",
+    }
+    assert_one_line(err)
+    assert "recover stopped at counter 'orders'" in err
+    assert "run recover again" in err
+
+
+@pytest.mark.parametrize(
+    ("options", "region"), [([], "eu-west-3"), (["--region", "ap-south-2"], "ap-south-2")]
+)
+def test_recover_reads_the_table_in_the_stacks_region_unless_told_another(
+    capsys, monkeypatch, options, region
+):
+    from idblocks import recovery
+
+    read_in = []
+    monkeypatch.setattr(recovery, "read_counters", lambda table, region: read_in.append(region) or {})
+    monkeypatch.setattr(recovery, "counters_here", lambda backend: {})
+    endpoint = "https://abc123.execute-api.eu-west-3.amazonaws.com/v1"
+    status, _, _ = run(capsys, "--endpoint", endpoint, *options, "recover", "--from-table", "t", "--dry-run")
+    assert (status, read_in) == (0, [region])
+
+
+def test_recover_of_records_that_cannot_be_read_is_bad_usage_and_sends_nothing(capsys, tmp_path):
+    records = tmp_path / "records.jsonl"
+    records.write_text(json.dumps(RECORD | {"last_id": "40"}) + "\n")
+    with StubServer([]) as stub:
+        status, out, err = run(capsys, "--endpoint", stub.url, "recover", "--from-records", str(records))
+    assert (status, out) == (2, "")
+    assert_one_line(err)
+    assert stub.requests == []
 
 
 def test_update_without_a_change_is_bad_usage_and_sends_nothing(capsys):

@@ -36,8 +36,9 @@ def errors():
 
 
 class FailsOnceAllWait:
-    """A backend whose one request fails with ``error`` once every other
-    caller waits for it (white-box: the Sequence's condition)."""
+    """A backend whose one request fails with ``error`` once every caller
+    waits for it, the one whose request it is included (white-box: the
+    Sequence's condition)."""
 
     def __init__(self, error: Exception) -> None:
         self.error = error
@@ -45,7 +46,7 @@ class FailsOnceAllWait:
 
     def allocate(self, counter, count, *, idempotency_key):
         assert self.seq is not None
-        assert wait_until(lambda: len(self.seq._changed._waiters) == WAITERS - 1)
+        assert wait_until(lambda: len(self.seq._changed._waiters) == WAITERS)
         raise self.error
 
 

@@ -198,6 +198,60 @@ def test_iam_auth_needs_a_region_somewhere(monkeypatch):
     )
 
 
+# A private API's endpoint-specific host names (API Gateway developer guide,
+# "Invoke a private API"), and hosts that only look like an API's.
+PRIVATE_URLS = [
+    ("https://a1b2c3d4e5-vpce-0123456789abcdef0.execute-api.eu-west-2.amazonaws.com/v1", "eu-west-2"),
+    ("https://a1b2c3d4e5-vpce-11112222.execute-api.cn-north-1.amazonaws.com.cn/v1", "cn-north-1"),
+    ("https://a1b2c3d4e5.execute-api.us-gov-west-1.amazonaws.com/prod", "us-gov-west-1"),
+]
+
+
+@pytest.mark.parametrize(("url", "region"), PRIVATE_URLS)
+def test_iam_auth_signs_a_private_apis_url_for_its_region_and_host(monkeypatch, url, region):
+    """Given a private API's URL through one of its VPC endpoints and no
+    region configured, when a request is signed, then it is signed for
+    execute-api in the region the host names, over that host: what API
+    Gateway checks (here with the dev server's check, devserver.sigv4),
+    which refuses the same signature under another host."""
+    from datetime import UTC, datetime
+    from urllib.parse import urlsplit
+
+    from devserver.sigv4 import Key, Received, Refused, verify
+
+    credentials_without_region(monkeypatch)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    auth = IamAuth()
+    HttpBackend(url, auth=auth)  # a region is found: no MissingRegion
+    path = urlsplit(url).path + "/counters/orders/batch"
+    headers = auth.headers("POST", url + "/counters/orders/batch", b'{"count": 2}')
+    assert f"/{region}/execute-api/aws4_request" in headers["Authorization"]
+    keys = {"AKIDEXAMPLE": Key("AKIDEXAMPLE", "secret")}
+
+    def arriving_at(host: str) -> Received:
+        return Received("POST", path, "", [*headers.items(), ("host", host)], b'{"count": 2}')
+
+    assert verify(arriving_at(urlsplit(url).hostname or ""), keys, region, datetime.now(UTC)).access_key
+    with pytest.raises(Refused) as refused:
+        verify(arriving_at("vpce-0123456789abcdef0-abcd.execute-api.eu-west-2.vpce.amazonaws.com"),
+               keys, region, datetime.now(UTC))  # fmt: skip
+    assert refused.value.kind == "INVALID_SIGNATURE"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://a1b2c3d4e5.execute-api.eu-west-1.amazonaws.com.example.com/v1",
+        "https://ids.example.com/v1",
+        "https://a1b2c3d4e5-other.execute-api.eu-west-1.amazonaws.com/v1",
+    ],
+)
+def test_a_host_that_only_looks_like_an_apis_names_no_region(monkeypatch, url):
+    credentials_without_region(monkeypatch)
+    with pytest.raises(MissingRegion):
+        HttpBackend(url, auth=IamAuth())
+
+
 @pytest.mark.parametrize("endpoint", ["", "ftp://x", "localhost:3000", "http://"])
 def test_bad_endpoints_are_refused(endpoint):
     with pytest.raises(ValueError, match="endpoint"):

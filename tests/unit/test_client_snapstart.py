@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import math
+import socket
 import threading
 
+import botocore.session
 import pytest
 
-from idblocks import AsyncSequence, HttpBackend, RetryPolicy, Sequence, ServiceUnavailable
+from idblocks import AsyncSequence, HttpBackend, IamAuth, RetryPolicy, Sequence, ServiceUnavailable
 from idblocks.async_backend import AsyncHttpBackend
 from idblocks.block import Block
 from idblocks.testing import LOST_RESPONSE, AsyncMemoryBackend, MemoryBackend
 from tests.support.sequence_model import wait_for
 from tests.support.snapstart import restore
 from tests.support.stub_http import StubServer
+from tests.unit.test_client_close import in_thread
 
 BLOCK = (200, {}, {"counter": "orders", "start": 101, "end": 200, "count": 100})
 UNAVAILABLE = (503, {}, {"error": {"code": "service_unavailable", "message": "try again"}})
@@ -189,12 +192,14 @@ def test_a_thread_waiting_on_the_abandoned_request_asks_afresh_at_once():
     waiter_got: list[int] = []
     waiter = threading.Thread(target=lambda: waiter_got.append(seq.next_id()))
     waiter.start()
-    wait_for(lambda: len(seq._changed._waiters) == 1, "the second thread did not wait")  # white-box
+    # White-box: the first thread waits for its own request, the second for it too.
+    wait_for(lambda: len(seq._changed._waiters) == 2, "the second thread did not wait")
     restore()
     waiter.join(20)  # far longer than a block takes, shorter than the held request's wait
     assert waiter_got, "the waiting thread still waits for the abandoned request"
     backend.release.set()
     fetcher.join(30)
+    assert backend.answered.wait(30)  # the abandoned request, on a thread of its own
     _, abandoned = backend._by_key[backend.keys[0]]  # white-box
     assert waiter_got[0] not in abandoned.ids()
     seq.close()
@@ -305,3 +310,157 @@ def test_after_a_restore_an_async_backend_makes_a_client_of_its_own_and_reseeds_
             loop.run_until_complete(snapshot_client.aclose())  # the test's own tidying
         finally:
             loop.close()
+
+
+# -- a request waiting on its way out at a restore ---------------------------------
+# The key of a request goes out only if no restore came since the request
+# began: whatever it waited for in between (its signature, its host's
+# address, a caller's own wrapper) is behind the check, which the transport
+# makes last before it writes. Two restored copies of an asyncio process:
+# tests/integration/test_client_snapstart_restore.py; a thread cannot be
+# carried into a copy of the process, so these show it in one.
+
+SNAPSHOT_KEY = "drawn-before-the-restore"
+
+
+class WaitsOnce:
+    """A step that, the first time, waits until the test lets it go."""
+
+    def __init__(self) -> None:
+        self.inside = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self) -> None:
+        if not self.inside.is_set():
+            self.inside.set()
+            assert self.release.wait(30), "the test never let the step go"
+
+
+class SigningWaits(IamAuth):
+    """IamAuth whose first signature waits (a role's credentials, fetched the first time)."""
+
+    def __init__(self, step: WaitsOnce) -> None:
+        session = botocore.session.Session()
+        session.set_credentials("AKIARESTORETEST00001", "restore-test-secret")
+        super().__init__(region="eu-west-1", session=session)
+        self.step = step
+
+    def headers(self, method: str, url: str, body: bytes | None) -> dict[str, str]:
+        self.step()
+        return super().headers(method, url, body)
+
+
+@pytest.mark.parametrize("where", ["signing", "resolving"])
+def test_a_thread_whose_request_waits_at_a_restore_sends_nothing_after_it(where, monkeypatch):
+    """Given a thread whose keyed block request waits for its SigV4
+    signature, or for its host's address, when the restore comes and the
+    wait then ends, then the request fails as begun before the restore and
+    the server never receives its key."""
+    step = WaitsOnce()
+    with StubServer([BLOCK]) as stub:
+        if where == "signing":
+            backend = HttpBackend(stub.url, auth=SigningWaits(step))
+        else:
+            resolve, port = socket.getaddrinfo, stub.url.rsplit(":", 1)[1]
+
+            def slow_first(host, *args, **kwargs):
+                if host == "restored.invalid":  # a name only this test knows
+                    step()
+                    host = "127.0.0.1"
+                return resolve(host, *args, **kwargs)
+
+            monkeypatch.setattr(socket, "getaddrinfo", slow_first)
+            backend = HttpBackend(f"http://restored.invalid:{port}")
+        thread, got = in_thread(lambda: backend.allocate("orders", 100, idempotency_key=SNAPSHOT_KEY))
+        assert step.inside.wait(30)
+        restore()
+        step.release.set()
+        thread.join(30)
+        assert stub.requests == [], "the request begun before the restore was sent after it"
+        backend.close()
+    (outcome,) = got
+    assert isinstance(outcome, ServiceUnavailable), outcome
+    assert "before a restore" in str(outcome)
+
+
+class WrapperWaits:
+    """A caller's own backend around HttpBackend (metrics, say) that, the
+    first time, waits before passing the request on: the Sequence drew the
+    request's key before the restore, the backend sees the request after."""
+
+    def __init__(self, inner: HttpBackend, step: WaitsOnce) -> None:
+        self.inner, self.step, self.keys = inner, step, []
+
+    def allocate(self, counter: str, count: int, *, idempotency_key: str) -> Block:
+        self.keys.append(idempotency_key)
+        self.step()
+        return self.inner.allocate(counter, count, idempotency_key=idempotency_key)
+
+
+def test_a_sequence_request_whose_key_was_drawn_before_a_restore_is_not_sent_after_it():
+    """Given a Sequence whose block request, its key drawn, waits in the
+    caller's own backend when the restore comes, when it goes on after the
+    restore, then its key is never sent: the HTTP backend counts the request
+    as begun when the Sequence drew its key, and the caller is served from a
+    request of its own, made after the restore."""
+    step = WaitsOnce()
+    with StubServer([BLOCK, BLOCK]) as stub:  # one to spare: a key sent after all is answered
+        backend = WrapperWaits(HttpBackend(stub.url), step)
+        seq = Sequence(backend, "orders", prefetch=False, initial_block=100, wait_timeout=30)
+        thread, got = in_thread(seq.next_id)
+        assert step.inside.wait(30)
+        restore()
+        step.release.set()
+        thread.join(30)
+        sent = [request["headers"]["Idempotency-Key"] for request in stub.requests]
+        seq.close()
+        backend.inner.close()
+    snapshot_key, *later = backend.keys
+    assert snapshot_key not in sent, "the key drawn before the restore was sent after it"
+    assert sent == later != []
+    assert got == [101]  # of the block asked for afresh
+
+
+class AsyncWrapperWaits:
+    """WrapperWaits for an AsyncSequence: the first request waits on the loop."""
+
+    def __init__(self, inner: AsyncHttpBackend) -> None:
+        self.inner, self.keys = inner, []
+        self.inside = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def allocate(self, counter: str, count: int, *, idempotency_key: str) -> Block:
+        self.keys.append(idempotency_key)
+        if not self.inside.is_set():
+            self.inside.set()
+            await self.release.wait()
+        return await self.inner.allocate(counter, count, idempotency_key=idempotency_key)
+
+
+async def others_end() -> None:
+    await asyncio.gather(*asyncio.all_tasks() - {asyncio.current_task()})
+
+
+def test_an_async_sequence_request_whose_key_was_drawn_before_a_restore_is_not_sent_after_it():
+    """As for threads, in a loop kept across invocations: the request's task
+    waits in the caller's backend at the snapshot and goes on after it."""
+    with StubServer([BLOCK, BLOCK]) as stub:
+        backend = AsyncWrapperWaits(AsyncHttpBackend(stub.url))
+        seq = AsyncSequence(backend, "orders", prefetch=False, initial_block=100, wait_timeout=30)
+        loop = asyncio.new_event_loop()
+        try:
+            caller = loop.create_task(seq.next_id())
+            loop.run_until_complete(backend.inside.wait())
+            restore()
+            backend.release.set()
+            got = loop.run_until_complete(asyncio.wait_for(caller, 30))
+            loop.run_until_complete(others_end())  # the abandoned request's task
+            loop.run_until_complete(seq.aclose())
+            loop.run_until_complete(backend.inner.aclose())
+        finally:
+            loop.close()
+        sent = [request["headers"]["Idempotency-Key"] for request in stub.requests]
+    snapshot_key, *later = backend.keys
+    assert snapshot_key not in sent, "the key drawn before the restore was sent after it"
+    assert sent == later != []
+    assert got == 101

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import pytest
 
-from devserver.identities import ApiArn, IdentitySpec, api_arn, stack_policy
+from devserver.identities import ApiArn, IdentitySpec, api_arn, identities_of, resource_policy, stack_policy
 from devserver.policy import (
     ALLOWED,
     EXPLICITLY_DENIED,
     IMPLICITLY_DENIED,
+    Decision,
     PolicyError,
+    gateway_decision,
     parse,
     resource_matches,
 )
@@ -190,10 +192,11 @@ def test_a_policy_read_otherwise_than_iam_reads_it_is_refused_saying_why(documen
 
 
 def test_the_statement_at_fault_is_named_by_its_sid_or_its_place():
+    tls = {"Bool": {"aws:SecureTransport": "true"}}
     with pytest.raises(PolicyError, match=r"orders.json, statement 2 has a Condition"):
-        parse(policy(allow("*"), allow("*", Condition={})), "orders.json")
+        parse(policy(allow("*"), allow("*", Condition=tls)), "orders.json")
     with pytest.raises(PolicyError, match=r"statement 'Tls' has a Condition"):
-        parse(policy(allow("*", Sid="Tls", Condition={})), "orders.json")
+        parse(policy(allow("*", Sid="Tls", Condition=tls)), "orders.json")
 
 
 # -- the stack's policies, read from template.yaml ----------------------------------
@@ -313,3 +316,256 @@ def test_an_identity_is_role_equals_key_colon_secret(text, role, access_key, sec
 def test_an_identity_that_is_not_role_equals_key_colon_secret_is_refused(text):
     with pytest.raises(ValueError, match="ROLE=ACCESS_KEY_ID:SECRET_ACCESS_KEY"):
         IdentitySpec.parse(text)
+
+
+# -- conditions on who calls and through which endpoint -------------------------------
+
+MEMBER = {"aws:PrincipalAccount": "210987654321", "aws:PrincipalOrgID": "o-abcdefghij"}
+
+
+def decide_in(document: dict, context: dict, resource: str | None = None) -> str:
+    return parse(document, "test policy").decide(INVOKE, resource or next_of("orders"), context).result
+
+
+@pytest.mark.parametrize(
+    ("condition", "context", "holds"),
+    [
+        ({"StringEquals": {"aws:PrincipalOrgID": "o-abcdefghij"}}, MEMBER, True),
+        ({"StringEquals": {"aws:PrincipalOrgID": "o-abcdefghij"}}, {"aws:PrincipalAccount": "1"}, False),
+        ({"StringEquals": {"aws:PrincipalOrgID": "O-ABCDEFGHIJ"}}, MEMBER, False),  # values keep their case
+        ({"StringEquals": {"AWS:principalorgid": "o-abcdefghij"}}, MEMBER, True),  # keys do not
+        ({"StringEquals": {"aws:PrincipalAccount": ["1", "210987654321"]}}, MEMBER, True),  # values: any
+        ({"StringNotEquals": {"aws:PrincipalAccount": "123456789012"}}, MEMBER, True),
+        ({"StringNotEquals": {"aws:PrincipalAccount": "210987654321"}}, MEMBER, False),
+        ({"StringNotEquals": {"aws:SourceVpce": "vpce-11112222"}}, MEMBER, True),  # absent: a Not holds
+        ({"StringEquals": {"aws:SourceVpce": "vpce-11112222"}}, MEMBER, False),  # absent: matches nothing
+        ({"StringLike": {"aws:SourceVpce": "vpce-1111*"}}, {"aws:SourceVpce": "vpce-11112222"}, True),
+        ({"StringLike": {"aws:SourceVpce": "vpce-1111?"}}, {"aws:SourceVpce": "vpce-11112222"}, False),
+        ({"StringNotLike": {"aws:SourceVpce": "vpce-9*"}}, {"aws:SourceVpce": "vpce-11112222"}, True),
+        (
+            {"ArnLike": {"aws:PrincipalArn": "arn:aws:iam::210987654321:role/*"}},
+            {"aws:PrincipalArn": "arn:aws:iam::210987654321:role/orders"},
+            True,
+        ),
+        (
+            {"ArnLike": {"aws:PrincipalArn": "arn:aws:iam::*:role/orders"}},
+            {"aws:PrincipalArn": "arn:aws:iam::210987654321:user/orders"},
+            False,
+        ),
+        (
+            {"ArnNotEquals": {"aws:PrincipalArn": "arn:aws:iam::210987654321:role/*"}},
+            {"aws:PrincipalArn": "arn:aws:iam::210987654321:role/orders"},
+            False,
+        ),
+        # every operator, and every key within one, must hold
+        (
+            {
+                "StringEquals": {"aws:PrincipalOrgID": "o-abcdefghij"},
+                "StringNotEquals": {"aws:PrincipalAccount": "210987654321"},
+            },
+            MEMBER,
+            False,
+        ),
+        (
+            {"StringEquals": {"aws:PrincipalOrgID": "o-abcdefghij", "aws:PrincipalAccount": "210987654321"}},
+            MEMBER,
+            True,
+        ),
+    ],
+)
+def test_a_condition_holds_as_iam_evaluates_it(condition, context, holds):
+    document = policy(allow(next_of("orders"), Condition=condition))
+    assert decide_in(document, context) == (ALLOWED if holds else IMPLICITLY_DENIED)
+
+
+@pytest.mark.parametrize(
+    ("condition", "said"),
+    [
+        ({"Bool": {"aws:SecureTransport": "true"}}, "Bool"),
+        ({"StringEqualsIfExists": {"aws:SourceVpce": "vpce-11112222"}}, "StringEqualsIfExists"),
+        ({"ForAnyValue:StringEquals": {"aws:PrincipalOrgPaths": "o-a/"}}, "ForAnyValue:StringEquals"),
+        ({"StringEquals": {"aws:SourceIp": "10.0.0.1"}}, "StringEquals on aws:SourceIp"),
+        ({"ArnLike": {"aws:SourceVpce": "vpce-*"}}, "ArnLike on aws:SourceVpce"),
+        ({"StringEquals": {"aws:PrincipalOrgID": "${aws:PrincipalOrgID}"}}, "holds a policy variable"),
+        ({"StringEquals": {"aws:PrincipalOrgID": []}}, "a string or a list of strings"),
+    ],
+)
+def test_a_condition_the_dev_server_cannot_evaluate_as_in_aws_is_refused_saying_why(condition, said):
+    with pytest.raises(PolicyError) as refused:
+        parse(policy(allow("*", Condition=condition)), "orders.json")
+    assert said in str(refused.value)
+
+
+def resource_statement(**more) -> dict:
+    return {"Effect": "Allow", "Action": INVOKE, "Resource": next_of("orders"), **more}
+
+
+@pytest.mark.parametrize("principal", ["*", {"AWS": "*"}])
+def test_a_resource_policy_names_every_principal_and_says_whom_by_its_conditions(principal):
+    document = policy(resource_statement(Principal=principal, Condition={"StringEquals": MEMBER}))
+    resource = parse(document, "the API's resource policy", resource=True)
+    assert resource.decide(INVOKE, next_of("orders"), MEMBER).allowed
+    assert not resource.decide(INVOKE, next_of("orders"), {"aws:PrincipalAccount": "1"}).allowed
+
+
+@pytest.mark.parametrize(
+    ("statement", "said"),
+    [
+        (resource_statement(), "whose Principal is *"),
+        (resource_statement(Principal={"AWS": "arn:aws:iam::210987654321:root"}), "whose Principal is *"),
+        (resource_statement(Principal="*", NotPrincipal={"AWS": "*"}), "NotPrincipal"),
+    ],
+)
+def test_a_resource_policy_principal_the_dev_server_does_not_evaluate_is_refused(statement, said):
+    with pytest.raises(PolicyError, match=said):
+        parse(policy(statement), "the API's resource policy", resource=True)
+
+
+# -- the caller's policy and the API's, together as API Gateway takes them -----------
+
+DECISIONS = {
+    "allow": Decision(ALLOWED, None),
+    "neither": Decision(IMPLICITLY_DENIED, None),
+    "deny": Decision(EXPLICITLY_DENIED, None),
+    "none": None,
+}
+# API Gateway developer guide, "How API Gateway resource policies affect
+# authorization workflow": Table A (same account), Table B (another).
+TABLES = [
+    ("allow", "allow", ALLOWED, ALLOWED),
+    ("allow", "neither", ALLOWED, IMPLICITLY_DENIED),
+    ("allow", "deny", EXPLICITLY_DENIED, EXPLICITLY_DENIED),
+    ("neither", "allow", ALLOWED, IMPLICITLY_DENIED),
+    ("neither", "neither", IMPLICITLY_DENIED, IMPLICITLY_DENIED),
+    ("neither", "deny", EXPLICITLY_DENIED, EXPLICITLY_DENIED),
+    ("deny", "allow", EXPLICITLY_DENIED, EXPLICITLY_DENIED),
+    ("deny", "neither", EXPLICITLY_DENIED, EXPLICITLY_DENIED),
+    ("deny", "deny", EXPLICITLY_DENIED, EXPLICITLY_DENIED),
+    # no resource policy: the same account by its IAM policy, another account never
+    ("allow", "none", ALLOWED, IMPLICITLY_DENIED),
+    ("neither", "none", IMPLICITLY_DENIED, IMPLICITLY_DENIED),
+    ("deny", "none", EXPLICITLY_DENIED, EXPLICITLY_DENIED),
+]
+
+
+@pytest.mark.parametrize(("mine", "theirs", "same_account", "other_account"), TABLES)
+def test_iam_auth_takes_either_policy_in_the_same_account_and_both_from_another(
+    mine, theirs, same_account, other_account
+):
+    assert gateway_decision(DECISIONS[mine], DECISIONS[theirs], same_account=True) == same_account
+    assert gateway_decision(DECISIONS[mine], DECISIONS[theirs], same_account=False) == other_account
+
+
+@pytest.mark.parametrize(
+    ("theirs", "decided"),
+    [("none", ALLOWED), ("allow", ALLOWED), ("neither", IMPLICITLY_DENIED), ("deny", EXPLICITLY_DENIED)],
+)
+def test_a_route_without_iam_auth_takes_what_the_resource_policy_allows_if_there_is_one(theirs, decided):
+    assert gateway_decision(None, DECISIONS[theirs], same_account=False) == decided
+
+
+# -- identities of other accounts, and the stack's resource policy --------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "account", "organization", "secret"),
+    [
+        ("client=AKIA1:s3cret@210987654321", "210987654321", None, "s3cret"),
+        ("client=AKIA1:s/3+c=r:et@210987654321/o-abcdefghij", "210987654321", "o-abcdefghij", "s/3+c=r:et"),
+        ("client=AKIA1:s3cret", None, None, "s3cret"),
+        # not an account: part of the secret
+        ("client=AKIA1:s3cret@2109", None, None, "s3cret@2109"),
+    ],
+)
+def test_an_identity_may_name_its_account_and_organization(text, account, organization, secret):
+    spec = IdentitySpec.parse(text)
+    assert (spec.account, spec.organization, spec.secret_key) == (account, organization, secret)
+
+
+def identities(*texts: str, organization: str | None = "o-abcdefghij", **parameters: str):
+    stack = template(**parameters)
+    arn = api_arn(stack, API.region, API.account, API.api_id)
+    return identities_of([IdentitySpec.parse(text) for text in texts], stack, arn, organization)
+
+
+def test_an_identity_is_of_the_stacks_account_and_its_organization_unless_it_says_otherwise():
+    found = identities(
+        "client=AKIA1:x", "client=AKIA2:x@210987654321", "client=AKIA3:x@111122223333/o-zzzzzzzzzz"
+    )
+    assert {key: (who.account, who.organization) for key, who in found.items()} == {
+        "AKIA1": (API.account, "o-abcdefghij"),
+        "AKIA2": ("210987654321", "o-abcdefghij"),
+        "AKIA3": ("111122223333", "o-zzzzzzzzzz"),
+    }
+    assert found["AKIA2"].context() == {
+        "aws:PrincipalAccount": "210987654321",
+        "aws:PrincipalArn": "arn:aws:iam::210987654321:user/AKIA2",
+        "aws:PrincipalOrgID": "o-abcdefghij",
+    }
+
+
+def test_an_account_is_in_one_organization():
+    with pytest.raises(PolicyError, match="an account is in one Organization"):
+        identities("client=AKIA1:x@210987654321/o-zzzzzzzzzz", "client=AKIA2:x@210987654321/o-yyyyyyyyyy")
+    with pytest.raises(PolicyError, match="an account is in one Organization"):
+        identities(f"client=AKIA1:x@{API.account}/o-zzzzzzzzzz")
+
+
+def test_the_api_has_no_resource_policy_unless_the_parameters_make_one():
+    stack = template()
+    assert resource_policy(stack, api_arn(stack, API.region, API.account, API.api_id)) is None
+
+
+def test_the_resource_policy_is_read_with_this_apis_arns_written_out():
+    stack = template(
+        EndpointType="PRIVATE", VpcEndpointIds="vpce-11112222", CallerOrganizationId="o-abcdefghij"
+    )
+    arn = api_arn(stack, API.region, API.account, API.api_id)
+    read = resource_policy(stack, arn)
+    assert read is not None
+    labels = [statement.label for statement in read.statements]
+    assert labels == [
+        "statement 'OrganizationTakesIds'",
+        "statement 'AdminOnlyFromThisAccount'",
+        "statement 'OnlyThroughTheListedEndpoints'",
+    ]
+    assert read.statements[0].resources[0] == f"{API.prefix}POST/counters/*/next"
+    assert read.statements[2].resources == (f"arn:aws:execute-api:{API.region}:{API.account}:{API.api_id}/*",)
+    member = MEMBER | {"aws:SourceVpce": "vpce-11112222"}
+    assert read.decide(INVOKE, next_of("orders"), member).allowed
+    assert read.decide(INVOKE, next_of("orders"), MEMBER).result == EXPLICITLY_DENIED
+
+
+@pytest.mark.parametrize(
+    ("parameters", "rule"),
+    [
+        ({"EndpointType": "PRIVATE"}, "PrivateApiNeedsEndpoints"),
+        ({"ClientAuth": "NONE", "CallerOrganizationId": "o-abcdefghij"}, "OtherAccountsSign"),
+        ({"VpcEndpointIds": "vpce-11112222"}, "EndpointsOnlyForAPrivateApi"),
+    ],
+)
+def test_parameters_a_template_rule_refuses_are_named_with_the_rule_and_its_reason(parameters, rule):
+    """The dev server refuses at start what CloudFormation would refuse."""
+    ((named, reason),) = Template(parameter_overrides=parameters).refusals()
+    assert named == rule
+    assert reason
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--source-vpce", "vpce-11112222"], "--source-vpce applies to a private API"),
+        (["--source-vpce", "vpce-xyz"], "a VPC endpoint's id is vpce- and 8 to 17 hex digits"),
+        (["--organization", "org-1"], "an AWS Organization's id is o- and"),
+        (["--parameter", "EndpointType=PRIVATE"], "template.yaml's rule PrivateApiNeedsEndpoints refuses"),
+    ],
+)
+def test_the_dev_server_stops_at_start_where_api_gateway_or_cloudformation_would_refuse(argv, said, capsys):
+    """Given options that cannot hold together, when the dev server starts,
+    then it stops (exit 2) with the reason, before serving anything."""
+    from devserver.__main__ import parse_args, read_template
+
+    with pytest.raises(SystemExit) as stopped:
+        read_template(parse_args(["--parameter", "ClientAuth=AWS_IAM", *argv]))
+    assert stopped.value.code == 2
+    assert said in capsys.readouterr().err

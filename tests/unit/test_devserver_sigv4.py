@@ -9,9 +9,21 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from devserver.gateway import received_from, target_as_sent
+from devserver.gateway import Gateway, gateway_for, received_from, target_as_sent
+from devserver.identities import IdentitySpec
 from devserver.sigv4 import Key, Received, Refused, verify
-from tests.support.signing import ACCESS_KEY, REGION, SECRET_KEY, TOKEN, sign, sigv4_query, skewed
+from localrun.template import Template
+from tests.support.signing import (
+    ACCESS_KEY,
+    CLIENT_KEY,
+    REGION,
+    SECRET_KEY,
+    SERVER_ENV,
+    TOKEN,
+    sign,
+    sigv4_query,
+    skewed,
+)
 
 BASE = "http://127.0.0.1:3000"
 KEYS = {ACCESS_KEY: Key(ACCESS_KEY, SECRET_KEY)}
@@ -242,3 +254,45 @@ def test_a_path_other_than_the_one_signed_is_refused():
         b"",
     )
     assert refusal(request) == INVALID
+
+
+# -- what the dev server says about a refused signature ----------------------------
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Gateway:
+    """The dev server's gateway with ClientAuth AWS_IAM, its own key
+    (SERVER_ENV's) and a client identity's (CLIENT_KEY)."""
+    return gateway_for(
+        "AWS_IAM",
+        SERVER_ENV,
+        key_file=tmp_path_factory.mktemp("keys") / "credentials",
+        template=Template(parameter_overrides={"ClientAuth": "AWS_IAM"}),
+        identities=[IdentitySpec.parse("client={}:{}".format(*CLIENT_KEY))],
+    )
+
+
+def advice(gateway: Gateway, headers: dict[str, str]) -> str:
+    with pytest.raises(Refused) as refused:
+        gateway.authenticate("POST", "/counters/{name}/batch", received("POST", URL, headers, BODY))
+    assert refused.value.kind == "INVALID_SIGNATURE"
+    return refused.value.reason
+
+
+def test_a_wrong_secret_is_told_to_sign_with_the_secret_of_the_key_it_used_and_no_secret_is_shown(gateway):
+    """Given an identity's access key signed with a wrong secret, the advice
+    named the dev server's own key (sign with the secret key of AKIA...
+    the server's), which the identity has no business with: it names the
+    access key the request used, and whose it is, and never a secret."""
+    client_key, client_secret = CLIENT_KEY
+    said = advice(gateway, signed(access_key=client_key, secret_key="not-the-secret"))
+    own = advice(gateway, signed(secret_key="not-the-secret"))
+    stranger = advice(gateway, signed(access_key="AKIASTRANGER0000", region="ap-south-1"))
+    for text in (said, own, stranger):
+        for secret in (SECRET_KEY, client_secret, "not-the-secret"):
+            assert secret not in text, text
+    assert f"sign with the secret key of access key {client_key} (identity client)" in said, said
+    assert ACCESS_KEY not in said, said  # the dev server's own has nothing to do with it
+    assert f"sign with the secret key of access key {ACCESS_KEY} (the dev server's own)" in own, own
+    assert "access key AKIASTRANGER0000, which the dev server does not know" in stranger, stranger
+    assert f"{ACCESS_KEY}, {client_key} (client)" in stranger, stranger

@@ -235,3 +235,50 @@ def test_a_role_is_assumed_and_its_credentials_sign_the_requests(monkeypatch):
     assert headers["Authorization"].startswith("AWS4-HMAC-SHA256 Credential=ASIAROLEEXAMPLE01/")
     assert "/eu-west-1/execute-api/" in headers["Authorization"]  # the stack's, not the host's
     assert headers["X-Amz-Security-Token"] == "t"
+
+
+# -- a caller of another account (make test-deployed OTHER_ACCOUNT_ROLE=...) -----------
+
+OTHER_ROLE = "arn:aws:iam::210987654321:role/orders-service"
+
+
+def test_a_caller_of_another_account_reaches_the_suite_with_its_counter(credentials):
+    """Given a role of another account and its counter, when make
+    test-deployed runs, then the suite reads them back as a principal that
+    takes IDs of that counter."""
+    argv = ["--url", URL, "--other-account-role-arn", OTHER_ROLE, "--other-account-counter", "orders"]
+    args, _ = parse_args(argv)
+    environ = environment(args, resolve(None, URL))
+    assert ClientPrincipal.of_another_account(environ) == ClientPrincipal(OTHER_ROLE, None, "orders", "")
+    assert ClientPrincipal.of_another_account({}) is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "complaint"),
+    [
+        (["--other-account-role-arn", OTHER_ROLE], "needs --other-account-counter"),
+        (["--other-account-counter", "orders"], "needs --other-account-counter"),
+        (["--other-account-role-arn", "orders-service", "--other-account-counter", "o"], "not a role's ARN"),
+        (
+            [
+                "--other-account-role-arn",
+                OTHER_ROLE,
+                "--other-account-profile",
+                "p",
+                "--other-account-counter",
+                "o",
+            ],
+            "not both",
+        ),
+    ],
+)
+def test_a_caller_of_another_account_given_by_halves_is_refused_in_one_line(argv, complaint, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        parse_args(["--stack", "s", *argv])
+    assert stopped.value.code == 2
+    assert complaint in capsys.readouterr().err
+
+
+def test_a_private_apis_url_through_an_endpoint_names_its_region():
+    private = "https://a1b2c3d4e5-vpce-0123456789abcdef0.execute-api.ap-south-1.amazonaws.com/v1"
+    assert resolve(None, private, configured=lambda: None).region == "ap-south-1"

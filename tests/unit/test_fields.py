@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from typing import Any
 
 import jsonschema
 import pytest
 
 from idblocks_core.api import fields
-from idblocks_core.api.gateway import _integer, parse_body
+from idblocks_core.api.gateway import _QUERY_BOOLEANS, _integer, parse_body
 from idblocks_core.domain.errors import InvalidInput
 from idblocks_core.domain.model import Counter
 from idblocks_core.domain.rules import (
@@ -22,6 +23,7 @@ from idblocks_core.domain.rules import (
     LIST_LIMIT_MAX,
     check_cache,
     check_count,
+    check_deleted,
     check_idempotency_key,
     check_limit,
     check_name,
@@ -40,6 +42,7 @@ CHECKS = {
     "invalid_max": lambda value: check_new_counter(None, value),
     "invalid_next": check_next,
     "invalid_cache": check_cache,
+    "invalid_deleted": check_deleted,
 }
 NUMBERS: list[Any] = [
     1, 2, 100, 1000, 1001, 0, -1, MAX_BATCH_SIZE, MAX_BATCH_SIZE + 1, 1_000_001, 2**53, 2**63 - 1, 2**63,
@@ -115,6 +118,14 @@ def test_the_document_takes_a_value_exactly_when_the_domain_check_does(name, whe
             if value is None and not spec.required:
                 continue  # null: the use case's default, as the document's null says
             as_read = parse_body(json.dumps({name: value}))[name]
+        elif where == "query" and schema["type"] == "boolean":
+            # The document's boolean, sent as its text (any other text is none)
+            if isinstance(value, bool):
+                as_read = _QUERY_BOOLEANS[str(value).lower()]
+            elif isinstance(value, str):
+                as_read = _QUERY_BOOLEANS.get(value, value)
+            else:
+                continue
         elif where == "query":  # the document's integer, sent as text
             if type(value) is not int:
                 continue
@@ -146,7 +157,10 @@ def test_the_counter_state_the_handlers_answer_is_the_documented_one():
         updated_at="2026-01-01T00:00:00.000Z",
     )
     models = {model.__name__: model for model in RESPONSE_MODELS}
-    assert list(counter.as_dict()) == list(models["CounterState"].model_fields)
+    documented = list(models["CounterState"].model_fields)
+    # A live counter's state has no "deleted": it is there on deleted ones only.
+    assert list(counter.as_dict()) == [field for field in documented if field != "deleted"]
+    assert list(replace(counter, deleted=True).as_dict()) == documented
 
 
 def test_next_and_batch_answer_the_documented_results(api):
@@ -154,4 +168,6 @@ def test_next_and_batch_answer_the_documented_results(api):
     assert list(api.call("next-post", name="orders").body) == list(models["NextResult"].model_fields)
     batch = api.call("batch", name="orders", body={"count": 2}).body
     assert list(batch) == list(models["BatchResult"].model_fields)
-    assert list(api.call("admin-list").body) == list(models["CounterPage"].model_fields)
+    page = list(models["CounterPage"].model_fields)
+    assert list(api.call("admin-list").body) == [field for field in page if field != "deleted"]
+    assert list(api.call("admin-list", query={"deleted": "true"}).body) == page

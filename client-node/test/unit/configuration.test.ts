@@ -192,3 +192,29 @@ test("regions where nothing has ever answered fail over at once, and the whole n
   });
   assert.deepEqual(slept, []);
 });
+
+test("https:// to a server that speaks plain HTTP is a ConfigurationError at once, naming the http:// URL to use", async () => {
+  // As the dev server does, the stub answers a TLS handshake with a plain-text 400.
+  const stub = new StubServer();
+  const url = await stub.start();
+  try {
+    const { retry, slept } = recorded();
+    const https = url.replace("http://", "https://");
+    const seq = new Sequence(new HttpBackend(https, { retry }), "orders");
+    const started = performance.now();
+    await assert.rejects(seq.next(), (error: unknown) => {
+      assert.ok(error instanceof IdBlocksError && error.name === "ConfigurationError", String(error));
+      assert.ok(error.message.includes(`the server at ${https} answered in plain HTTP, not TLS: use ${url}`), error.message);
+      return true;
+    });
+    await seq.close();
+    const elapsed = (performance.now() - started) / 1000;
+    assert.deepEqual(slept, []);
+    assert.ok(elapsed < PROMPTLY, `${elapsed} s`);
+    assert.deepEqual(stub.received, []);
+    // A write whose TLS handshake failed was never sent: not "may have been applied".
+    await assert.rejects(new HttpBackend(https, { retry }).create("orders"), configurationError);
+  } finally {
+    await stub.stop();
+  }
+});

@@ -145,6 +145,29 @@ test("a create whose answer is unknown is not repeated", async () => {
   assert.equal(stub.received.length, 1);
 });
 
+test("list asks for deleted counters only when told to, as the Python client does", async () => {
+  const page = { status: 200, body: '{"counters":[],"cursor":null}' };
+  stub.script(page, page, page);
+  await backend().list({ limit: 5, deleted: true });
+  await backend().list({ deleted: false });
+  await backend().list();
+  assert.deepEqual(
+    stub.received.map((r) => r.url),
+    ["/admin/counters?limit=5&deleted=true", "/admin/counters", "/admin/counters"],
+  );
+});
+
+test("update sends deleted only when told to, as the Python client does", async () => {
+  const state = { status: 200, body: '{"name":"orders","next":41,"deleted":true}' };
+  stub.script(state, state);
+  await backend().update("orders", { next: 41, deleted: true });
+  await backend().update("orders", { next: 41, deleted: false });
+  assert.deepEqual(
+    stub.received.map((r) => r.body),
+    ['{"next":41,"deleted":true}', '{"next":41}'],
+  );
+});
+
 test("IDs beyond 2^53 - 1 are read exactly, as bigints", async () => {
   stub.script({ status: 200, body: block("9007199254740993", "9007199254741002") });
   const got = await backend().allocate("orders", 10, { idempotencyKey: "k" });
@@ -196,6 +219,35 @@ test("IamAuth without credentials anywhere is MissingCredentials, and the Sequen
   await assert.rejects(seq.next(), MissingCredentials);
   assert.equal(stub.received.length, 0);
   await seq.close();
+});
+
+test("IamAuth names its region from a private API's endpoint-specific host, and signs for it over that host", async () => {
+  const saved = { AWS_REGION: process.env["AWS_REGION"], AWS_DEFAULT_REGION: process.env["AWS_DEFAULT_REGION"] };
+  delete process.env["AWS_REGION"];
+  delete process.env["AWS_DEFAULT_REGION"];
+  try {
+    const auth = new IamAuth({
+      credentials: () => Promise.resolve({ accessKeyId: "AKIDEXAMPLE", secretAccessKey: "secret" }),
+      signingDate: () => new Date("2026-11-23T12:00:00Z"),
+    });
+    const cases: [string, string][] = [
+      ["https://a1b2c3d4e5-vpce-0123456789abcdef0.execute-api.eu-west-2.amazonaws.com/v1", "eu-west-2"],
+      ["https://a1b2c3d4e5-vpce-11112222.execute-api.cn-north-1.amazonaws.com.cn/v1", "cn-north-1"],
+    ];
+    for (const [url, region] of cases) {
+      assert.equal(auth.regionFor(url), region);
+      const headers = await auth.headers("POST", `${url}/counters/orders/next`, undefined);
+      assert.match(String(headers["authorization"]), new RegExp(`/20261123/${region}/execute-api/aws4_request, SignedHeaders=[a-z0-9;-]*host`));
+    }
+    for (const url of ["https://a1b2c3d4e5.execute-api.eu-west-1.amazonaws.com.example.com/v1", "https://a1b2c3d4e5-other.execute-api.eu-west-1.amazonaws.com/v1"]) {
+      assert.throws(() => new HttpBackend(url, { auth: new IamAuth() }), MissingRegion);
+    }
+  } finally {
+    for (const [key, value] of Object.entries(saved)) {
+      if (value === undefined) Reflect.deleteProperty(process.env, key);
+      else process.env[key] = value;
+    }
+  }
 });
 
 test("IamAuth names its region from the execute-api host, else the environment, else refuses at construction", () => {

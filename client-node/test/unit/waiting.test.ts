@@ -155,3 +155,57 @@ test("a Retry-After past the callers' deadlines: one request, every waiting call
   assert.equal(stub.received.length, 2);
   await seq.close();
 });
+
+// -- waitTimeout against a service that never answers, through HttpBackend ----------
+// Each caller's wait ends at its waitTimeout on the Sequence's clock, whoever
+// sent the request it waits for and however long that request's own retries
+// go on (a 10 s timeout per attempt here); the request goes on after it. The
+// Python client's: tests/unit/test_client_wait_timeout.py.
+
+const BLOCK_OF_10 = '{"counter":"silent","start":1,"end":10,"count":10,"step":1}';
+
+for (const prefetch of [false, true]) {
+  test(`a caller's own request to a service that never answers ends its wait at waitTimeout (prefetch ${prefetch})`, async () => {
+    // Given a service that takes the request and never answers
+    const sent = stub.received.length;
+    stub.script({ status: 0, hang: true });
+    const timers = new ManualTimers();
+    const seq = new Sequence(httpBackend(), "silent", { prefetch, waitTimeout: 2, timers });
+    // When a caller asks for an ID (nothing held: its own request goes out)
+    const waiting = seq.next();
+    let told = false;
+    waiting.catch(() => (told = true));
+    await eventually(() => stub.received.length === sent + 1, "the request at the service");
+    // Then it is told ServiceUnavailable at its waitTimeout, and not before
+    await timers.advance(1.99);
+    assert.equal(told, false);
+    await timers.advance(0.01);
+    await assert.rejects(waiting, (error: unknown) => {
+      assert.ok(error instanceof ServiceUnavailable);
+      assert.match(error.message, /no block for 'silent' within 2 s/);
+      return true;
+    });
+    await seq.close(0);
+  });
+}
+
+test("a caller waiting on a prefetch that is never answered is told at its waitTimeout", async () => {
+  // Given a block, then a service that stops answering: the prefetch hangs
+  const sent = stub.received.length;
+  stub.script({ status: 200, body: BLOCK_OF_10 }, { status: 0, hang: true });
+  const timers = new ManualTimers();
+  const seq = new Sequence(httpBackend(), "silent", { blockSize: 10, waitTimeout: 2, timers });
+  assert.deepEqual(await drawMany(seq, 10), range(1, 10));
+  await timers.settle();
+  await eventually(() => stub.received.length === sent + 2, "the prefetch at the service");
+  // When a caller asks for the 11th ID
+  const waiting = seq.next();
+  let told = false;
+  waiting.catch(() => (told = true));
+  // Then it is told ServiceUnavailable at its waitTimeout
+  await timers.advance(1.99);
+  assert.equal(told, false);
+  await timers.advance(0.01);
+  await assert.rejects(waiting, ServiceUnavailable);
+  await seq.close(0);
+});

@@ -27,6 +27,14 @@ IDEMPOTENCY_KEY = Field(
 )
 LIMIT = Field("limit", "query", _integer(1, rules.LIST_LIMIT_MAX), "Page size.", default=100)
 CURSOR = Field("cursor", "query", {"type": "string", "maxLength": 512}, "From the previous page.")
+LIST_DELETED = Field(
+    "deleted",
+    "query",
+    {"type": "boolean"},
+    "true: list deleted counters too, each with deleted: true and, as next, one past the high-water mark "
+    "it keeps (a re-creation continues there or above); the page then says deleted: true. Default false.",
+    default=False,
+)
 
 COUNT = Field(
     "count",
@@ -62,4 +70,13 @@ NEXT = Field(
     "The next ID to hand out; may only move forward, and at most max + 1, which exhausts the counter. "
     "A body gives next, cache or both. The API also takes 2^63 (9223372036854775808), one past this "
     "maximum: it is max + 1 of a counter whose max is 2^63-1, and exhausts that counter.",
+)
+SET_DELETED = Field(
+    "deleted",
+    "body",
+    {"type": "boolean"},
+    "true: next applies to a deleted counter too, raising the high-water mark it keeps (it stays "
+    "deleted, and a re-creation continues at next or above; its max does not bound it); a live one is "
+    "moved as without it. Only with next alone. Default false: a deleted counter is 404.",
+    default=False,
 )

@@ -153,6 +153,11 @@ def merged(
 _INTEGER_TEXT = re.compile(r"\s*([+-]?[0-9](?:_?[0-9]){0,4299})(?:\.0+)?\s*")
 
 
+# A query string's boolean, as OpenAPI writes one; any other text stays text,
+# which the domain's check refuses.
+_QUERY_BOOLEANS = {"true": True, "false": False}
+
+
 def _integer(text: Any) -> Any:
     found = _INTEGER_TEXT.fullmatch(text) if isinstance(text, str) else None
     return int(found[1]) if found else text
@@ -279,6 +284,8 @@ def resolve(routes: Routes, event: dict[str, Any], context: Any) -> dict[str, An
                 value = given[0] if len(given) == 1 else given  # given twice: a list, which no check takes
                 if spec.schema.get("type") == "integer":
                     value = _integer(value)
+                elif spec.schema.get("type") == "boolean" and isinstance(value, str):
+                    value = _QUERY_BOOLEANS.get(value, value)
             values[spec.name] = spec.default if value is None else value
         return route.handler(Request(event, context, method, values))
     except IdBlocksError as error:

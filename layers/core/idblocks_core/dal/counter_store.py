@@ -84,6 +84,7 @@ from idblocks_core.domain.errors import (
     InvalidInput,
     NextBeyondMax,
     RegionMismatch,
+    ServiceUnavailable,
 )
 from idblocks_core.domain.model import Block, Counter
 from idblocks_core.domain.rules import check_name, first_in_residue
@@ -105,6 +106,10 @@ _NAMES = {
     "#span": "cache_span",
 }
 _LIVE = "attribute_exists(#hwm) AND attribute_not_exists(#deleted)"
+# An admin write that finds the counter deleted (or re-created) under it
+# tries again this many times: a create and a delete of one name would have
+# to alternate faster than the writes for it to run out.
+_ADMIN_ROUNDS = 3
 # A counter's state when it is created (or revived): next ID, max, timestamps.
 _NEW_STATE = (
     "SET #hwm = :hwm, #room = :room, #max = :max, #created = :now, #updated = :now,"
@@ -172,15 +177,20 @@ def _span_of_cached_write(found: str | None, token: str, step: int) -> int | Non
 
 def _to_counter(item: Mapping[str, Any]) -> Counter:
     step, residue = _region_of(item)
+    hwm = int(item["hwm"]["N"])
+    deleted = "deleted_at" in item
     return Counter(
         name=item["name"]["S"],
-        next=int(item["hwm"]["N"]) + step,
+        # A deleted counter's next is where a re-creation continues: one past
+        # its mark, in the residue of whichever deployment re-creates it.
+        next=hwm + 1 if deleted else hwm + step,
         max=int(item["max_id"]["N"]),
         created_at=item["created_at"]["S"],
         updated_at=item["updated_at"]["S"],
         step=step,
         residue=residue,
         cache=_cache_of(item),
+        deleted=deleted,
     )
 
 
@@ -460,21 +470,22 @@ class CounterStore:
             raise CounterNotFound(name)
         return _to_counter(item)
 
-    def list(self, limit: int, cursor: str | None) -> tuple[list[Counter], str | None]:
-        """One page of live counters, and the cursor of the next page (None
-        at the end). A page may hold fewer than ``limit`` and still have a
-        cursor when deleted counters were skipped."""
+    def list(
+        self, limit: int, cursor: str | None, *, deleted: bool = False
+    ) -> tuple[list[Counter], str | None]:
+        """One page of live counters (``deleted``: and of deleted ones, with
+        the marks they keep), and the cursor of the next page (None at the
+        end). A page may hold fewer than ``limit`` and still have a cursor
+        when deleted counters were skipped."""
         start_key = decode_cursor(cursor) if cursor else None
         counters: list[Counter] = []
         # Each Scan call reads up to 1 MB; a few calls are enough to fill a
         # page unless the table is mostly deleted counters.
         for _ in range(8):
-            kwargs: dict[str, Any] = {
-                "Limit": limit - len(counters),
-                "ConsistentRead": True,
-                "FilterExpression": "attribute_not_exists(#deleted)",
-                "ExpressionAttributeNames": _names("#deleted"),
-            }
+            kwargs: dict[str, Any] = {"Limit": limit - len(counters), "ConsistentRead": True}
+            if not deleted:
+                kwargs["FilterExpression"] = "attribute_not_exists(#deleted)"
+                kwargs["ExpressionAttributeNames"] = _names("#deleted")
             if start_key:
                 kwargs["ExclusiveStartKey"] = start_key
             response = self._call("scan", **kwargs)
@@ -489,11 +500,58 @@ class CounterStore:
         with several regions, the first ID of this region's residue from it)."""
         return self.update(name, next_id=next_id)
 
-    def update(self, name: str, *, next_id: int | None = None, cache: int | None = None) -> Counter:
+    def update(
+        self, name: str, *, next_id: int | None = None, cache: int | None = None, deleted: bool = False
+    ) -> Counter:
         """Move a counter forward (``next_id``, as set_next) and/or change
         its cache setting, in one conditional write. Cached blocks already
         taken are not recalled: they stay unique (hwm never moves back) and
-        are served until they drain or expire."""
+        are served until they drain or expire.
+
+        ``deleted``: a deleted counter takes ``next_id`` alone, which raises
+        the mark it keeps (see raise_kept_mark), and it stays deleted;
+        without it, a deleted counter is CounterNotFound."""
+        for _ in range(_ADMIN_ROUNDS):
+            try:
+                return self._update_live(name, next_id=next_id, cache=cache)
+            except CounterDeleted:
+                if not deleted or next_id is None or cache is not None:
+                    raise CounterNotFound(name) from None
+            try:
+                return self.raise_kept_mark(name, next_id)
+            except _RevivedMeanwhile:
+                continue
+        raise ServiceUnavailable(f"counter '{name}' was deleted and re-created under every try; try again")
+
+    def raise_kept_mark(self, name: str, next_id: int) -> Counter:
+        """Raise the high-water mark a deleted counter keeps so that a
+        re-creation continues at ``next_id`` or above; it stays deleted. Raise
+        only, as for a live counter: at or above ``next_id`` already is
+        CounterWouldMoveBack, and nothing is written. A deleted counter hands
+        out nothing, so its max does not bound the mark (a re-creation gives
+        a max of its own, above the mark)."""
+        hwm = next_id - 1
+        response = self._update(
+            Key={"name": _s(name)},
+            UpdateExpression=f"SET #hwm = :hwm, #room = #max - :hwm, #updated = :now {_FORGET_ALLOCATION}",
+            ConditionExpression="attribute_exists(#deleted) AND #hwm <= :hwm",
+            ExpressionAttributeNames=_names(
+                "#hwm", "#room", "#max", "#updated", "#deleted", *_ALLOCATION_NAMES
+            ),
+            ExpressionAttributeValues={":hwm": _n(hwm), ":now": _s(now_iso())},
+            ReturnValues="ALL_NEW",
+        )
+        if "failed" not in response:
+            return _to_counter(response["Attributes"])
+        item = response["failed"]
+        if not item:
+            raise CounterNotFound(name)
+        if "deleted_at" not in item:
+            raise _RevivedMeanwhile
+        raise CounterWouldMoveBack(name, next_id, int(item["hwm"]["N"]) + 1)
+
+    def _update_live(self, name: str, *, next_id: int | None, cache: int | None) -> Counter:
+        """update's write to a live counter; CounterDeleted for a deleted one."""
         sets = ["#updated = :now"]
         condition = f"{_LIVE} AND {self._in_region}"
         names = ["#updated", "#deleted", "#hwm", "#step", "#residue", *_ALLOCATION_NAMES]
@@ -520,8 +578,10 @@ class CounterStore:
         if "failed" not in response:
             return _to_counter(response["Attributes"])
         item = response["failed"]
-        if not item or "deleted_at" in item:
+        if not item:
             raise CounterNotFound(name)
+        if "deleted_at" in item:
+            raise CounterDeleted(name, int(item["hwm"]["N"]))
         self._check_region(name, item)
         if hwm is None or next_id is None:  # pragma: no cover - a live counter of this region takes any cache
             raise AssertionError("only a move of next can be refused on a live counter")
@@ -542,6 +602,11 @@ class CounterStore:
         )
         if "failed" in response:
             raise CounterNotFound(name)
+
+
+class _RevivedMeanwhile(Exception):
+    """A deleted counter's mark was to be raised, and it was re-created
+    between the write that found it deleted and this one: update again."""
 
 
 class StaleToken(Exception):

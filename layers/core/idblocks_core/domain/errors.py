@@ -49,6 +49,7 @@ _CATALOGUE = (
     _bad_field("next", "an integer from 1 to 2^63 (max + 1 exhausts the counter)"),
     _bad_field("cache", "an integer from 1 to 1,000,000"),
     _bad_field("limit", "an integer from 1 to 1000"),
+    _bad_field("deleted", "true or false"),
     _bad_field("Idempotency-Key", "1-128 printable ASCII characters without spaces"),
     ErrorCode(
         "invalid_cursor",
@@ -128,11 +129,16 @@ _CATALOGUE = (
     ErrorCode(
         "access_denied",
         403,
-        "The caller is authenticated but its IAM policy does not allow execute-api:Invoke on this route "
-        "(or on this counter: a client policy may name only some counters).",
+        "The caller's IAM policy does not allow execute-api:Invoke on this route (or on this counter: a "
+        "client policy may name only some counters), or the API's resource policy refuses it: a caller "
+        "of an account the stack does not let in (CallerOrganizationId, CallerAccounts), an admin route "
+        "called from another account, a private API called through an endpoint VpcEndpointIds does not "
+        "list.",
         "no",
         "Attach the stack's ClientPolicyArn (next, batch) or AdminPolicyArn policy to the caller's role, "
-        "or grant execute-api:Invoke on the route's ARN; nothing on Lambda is needed.",
+        "or grant execute-api:Invoke on the route's ARN; nothing on Lambda is needed. From another "
+        "account: deploy with it in CallerOrganizationId or CallerAccounts, and attach the CallerPolicy "
+        "output's policy in that account. A private API: call it through an endpoint VpcEndpointIds lists.",
         "gateway",
     ),
     ErrorCode(
@@ -148,9 +154,11 @@ _CATALOGUE = (
         "counter_not_found",
         404,
         "No such counter, or it was deleted: next/batch create a counter that never existed only with "
-        "AutoCreateCounters=true, and never bring a deleted one back (only an admin's create does).",
+        "AutoCreateCounters=true, and never bring a deleted one back (only an admin's create does). "
+        "A PUT of next alone with deleted: true raises a deleted counter's kept mark instead.",
         "no",
-        "Create the counter (POST /admin/counters), or check the name.",
+        "Create the counter: `idblocks create NAME` (POST /admin/counters), as the message says; "
+        "or check the name.",
     ),
     ErrorCode(
         "counter_exists",
@@ -180,7 +188,8 @@ _CATALOGUE = (
         409,
         f"PUT would set next at or below an ID already handed out. {_NOT_CHANGED}",
         "no",
-        "Give a next at or above the counter's current next (GET it).",
+        "Give a next at or above the counter's current next (GET it; a deleted counter's is listed by "
+        "GET /admin/counters?deleted=true).",
     ),
     ErrorCode(
         "next_beyond_max",
@@ -332,10 +341,19 @@ class InvalidInput(IdBlocksError):
 
 
 class CounterNotFound(IdBlocksError):
+    """No such counter (``why``: what else the caller should know, in
+    brackets). The message says how one is created: it is the first answer
+    a new deployment gives, before anyone has created its counters."""
+
     code = "counter_not_found"
 
-    def __init__(self, name: str) -> None:
-        super().__init__(f"counter '{name}' does not exist")
+    def __init__(self, name: str, why: str = "") -> None:
+        # A name may begin with "-", which the command line would read as an option.
+        command = f"idblocks create {'-- ' if name.startswith('-') else ''}{name}"
+        bracket = f" ({why})" if why else ""
+        super().__init__(
+            f"counter '{name}' does not exist{bracket}: create it with `{command}` (POST /admin/counters)"
+        )
         self.name = name
 
 

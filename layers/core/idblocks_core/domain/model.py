@@ -46,6 +46,10 @@ class Counter:
     # The most IDs a function environment takes at a time for next (1: a
     # write per ID, nothing held in memory).
     cache: int = 1
+    # Deleted: it hands out nothing, and ``next`` is one past the high-water
+    # mark it keeps, where a re-creation continues (in the residue of the
+    # deployment that re-creates it).
+    deleted: bool = False
 
     @property
     def exhausted(self) -> bool:
@@ -53,10 +57,13 @@ class Counter:
 
     def as_dict(self) -> dict[str, object]:
         """The state the API shows. An exhausted counter has no next ID: at
-        max 2^63-1, max + 1 would not even be an integer the API can carry."""
-        return {
+        max 2^63-1, max + 1 would not even be an integer the API can carry.
+        A deleted one always shows its next (at most 2^63, which the API
+        takes as next too), and says it is deleted; a live one's answer has
+        no ``deleted``, as before deleted counters were ever shown."""
+        state: dict[str, object] = {
             "name": self.name,
-            "next": None if self.exhausted else self.next,
+            "next": None if self.exhausted and not self.deleted else self.next,
             "exhausted": self.exhausted,
             "max": self.max,
             "step": self.step,
@@ -65,3 +72,6 @@ class Counter:
             "created_at": self.created_at,
             "updated_at": self.updated_at,
         }
+        if self.deleted:
+            state["deleted"] = True
+        return state

@@ -101,6 +101,13 @@ def check_idempotency_key(key: object) -> str:
     return key
 
 
+def check_deleted(deleted: object) -> bool:
+    """``deleted``: whether deleted counters are included (a list's, a PUT's)."""
+    if not isinstance(deleted, bool):
+        raise InvalidInput("invalid_deleted", "deleted must be true or false")
+    return deleted
+
+
 def check_limit(limit: object, largest: int) -> int:
     if not _is_int(limit) or not 1 <= limit <= largest:
         raise InvalidInput("invalid_limit", f"limit must be an integer from 1 to {largest}")

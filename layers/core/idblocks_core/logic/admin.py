@@ -12,6 +12,7 @@ from idblocks_core.domain.model import Counter
 from idblocks_core.domain.rules import (
     LIST_LIMIT_MAX,
     check_cache,
+    check_deleted,
     check_limit,
     check_name,
     check_new_counter,
@@ -40,16 +41,23 @@ class CounterAdmin:
     def get(self, name: str) -> Counter:
         return self.store.get(check_name(name))
 
-    def list(self, limit: object = 100, cursor: str | None = None) -> tuple[list[Counter], str | None]:
-        return self.store.list(check_limit(limit, LIST_LIMIT_MAX), cursor)
+    def list(
+        self, limit: object = 100, cursor: str | None = None, deleted: object = False
+    ) -> tuple[list[Counter], str | None]:
+        """A page of counters; ``deleted``: deleted ones too, each with the
+        mark it keeps (what a restore's recovery reads, docs/deploy.md)."""
+        return self.store.list(check_limit(limit, LIST_LIMIT_MAX), cursor, deleted=check_deleted(deleted))
 
     def set_next(self, name: str, next_id: object) -> Counter:
         return self.update(name, next_id=next_id)
 
-    def update(self, name: str, *, next_id: object = None, cache: object = None) -> Counter:
+    def update(
+        self, name: str, *, next_id: object = None, cache: object = None, deleted: object = False
+    ) -> Counter:
         """PUT: move next forward, change the cache setting, or both at once.
         Environments holding cached blocks see the change once those drain
-        or expire (logic/next_cache.py)."""
+        or expire (logic/next_cache.py). With ``deleted``, next alone also
+        raises the mark a deleted counter keeps, and it stays deleted."""
         check_name(name)
         if next_id is None and cache is None:
             raise InvalidInput("invalid_body", "request body must give next, cache or both")
@@ -57,6 +65,7 @@ class CounterAdmin:
             name,
             next_id=None if next_id is None else check_next(next_id),
             cache=None if cache is None else check_cache(cache),
+            deleted=check_deleted(deleted),
         )
 
     def delete(self, name: str) -> None:

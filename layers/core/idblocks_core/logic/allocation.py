@@ -98,6 +98,10 @@ def allocation_token(caller: str, counter: str, key: str, count: int) -> str:
     return hashlib.sha256(f"{caller}\n{counter}\n{key}\n{count}".encode()).hexdigest()
 
 
+# Why next or batch found no counter where the deployment creates none on use.
+NOT_CREATED_ON_USE = "next and batch create none here: AutoCreateCounters is false"
+
+
 class IdAllocator:
     def __init__(
         self,
@@ -351,8 +355,10 @@ class IdAllocator:
                 keyed, token = False, new_token()
             except CounterDeleted:
                 raise
-            except CounterNotFound:
-                if not self.auto_create or last_round:
+            except CounterNotFound as missing:
+                if not self.auto_create:
+                    raise CounterNotFound(name, NOT_CREATED_ON_USE) from missing
+                if last_round:
                     raise
                 self._create_for_allocation(name)
             else:
