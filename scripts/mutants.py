@@ -589,6 +589,91 @@ MUTANTS = [
         ("tests/unit/test_client_sequence.py::test_take_never_hands_out_what_a_concurrent_next_id_gets",),
     ),
     Mutant(
+        "client-take-counts-before-emptying",
+        "take() puts the segment back for next_id() before it counts what it passes over: an ID drawn"
+        " in between is counted both handed out and unused",
+        "client/idblocks/holding.py",
+        """            big = next((i for i, block in enumerate(self._ready) if len(block) >= n), None)
+            if big is None:
+                self._activate(current)  # not enough: the others draw on meanwhile
+                return None""",
+        """            self._activate(current)
+            big = next((i for i, block in enumerate(self._ready) if len(block) >= n), None)
+            if big is None:
+                return None""",
+        (
+            "tests/unit/test_client_accounting.py::test_take_passing_ids_over_counts_none_a_racing_next_id_drew",
+            "tests/unit/test_client_accounting.py"
+            "::test_handed_out_and_unused_add_up_to_what_was_given_under_racing_threads",
+        ),
+    ),
+    Mutant(
+        "client-restore-counts-before-emptying",
+        "a restore counts what it drops while next_id() may still draw from it",
+        "client/idblocks/policy.py",
+        "        dropped, refused = self._freeze(), self._refused\n",
+        "        dropped, refused = self._held() + self._skipped, self._refused\n",
+        (
+            "tests/unit/test_client_accounting.py"
+            "::test_a_restore_counts_what_it_drops_once_however_threads_draw_meanwhile",
+        ),
+    ),
+    Mutant(
+        "client-moved-back-handed-out",
+        "a Sequence hands out a block that overlaps IDs it was given before (the counter moved back)",
+        "client/idblocks/policy.py",
+        "            moved_back = self._moved_back(outcome)\n",
+        "            moved_back = None\n",
+        (
+            "tests/unit/test_client_moved_back.py"
+            "::test_a_block_overlapping_ids_given_before_is_refused_and_the_caller_told",
+            "tests/unit/test_client_moved_back.py::test_an_async_sequence_refuses_the_block_and_tells_its_callers",
+        ),
+    ),
+    Mutant(
+        "client-moved-back-untold",
+        "a counter that moved back, found by a prefetch, is told to no caller",
+        "client/idblocks/policy.py",
+        "            self._untold = error\n",
+        "            pass\n",
+        (
+            "tests/unit/test_client_moved_back.py"
+            "::test_a_prefetched_block_that_overlaps_is_told_before_any_later_block_is_fetched",
+        ),
+    ),
+    Mutant(
+        "client-moved-back-untold-after-timeout",
+        "a counter that moved back, answered after its caller stopped waiting, is told to no caller",
+        "client/idblocks/sequence.py",
+        "            seq._unheard(exc)  # else to the next caller: this one may have stopped waiting\n",
+        "",
+        (
+            "tests/unit/test_client_moved_back.py"
+            "::test_a_block_that_overlaps_answered_after_its_caller_stopped_waiting_is_told_to_the_next",
+        ),
+    ),
+    Mutant(
+        "client-moved-back-retried",
+        "the service's 500 counter_moved_back is retried like any 500 to a keyed request",
+        "client/idblocks/exchange.py",
+        " and code != COUNTER_MOVED_BACK:",
+        ":",
+        (
+            "tests/unit/test_client_moved_back.py::test_the_services_counter_moved_back_is_raised_at_once_never_retried",
+        ),
+    ),
+    Mutant(
+        "client-take-hint-past-start-bound",
+        "after take(n) a young Sequence asks for n past the start bound: it skips more than it used",
+        "client/idblocks/policy.py",
+        "        hint = self.sizer.within_start_bound(min(self._take_hint, self.sizer.maximum), held)\n",
+        "        hint = min(self._take_hint, self.sizer.maximum)\n",
+        (
+            "tests/unit/test_client_gaps.py::test_one_id_and_a_take_then_close_skip_at_most_what_was_used",
+            "tests/unit/test_client_gaps.py::test_next_id_take_and_prefetch_in_any_order_skip_at_most_what_was_used",
+        ),
+    ),
+    Mutant(
         "client-lost-wakeup",
         "a block request that ends wakes none of the threads waiting for it",
         "client/idblocks/sequence.py",

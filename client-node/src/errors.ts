@@ -78,6 +78,24 @@ export class CounterExhausted extends Conflict {
   override name = "CounterExhausted";
 }
 
+/** The code of a counter that moved back, from the service (HTTP 500) or found by a Sequence (status 0). */
+export const COUNTER_MOVED_BACK = "counter_moved_back";
+
+/**
+ * The counter handed out IDs it had handed out before: its stored state
+ * moved back (its table restored from a backup, say). The service answers it
+ * (HTTP 500 counter_moved_back) when a fresh allocation comes back at or
+ * below what the same function environment had already taken, and hands out
+ * nothing. A Sequence raises it (status 0, the same code) when a block
+ * overlaps the IDs it was given before from that counter and region, and
+ * hands out none of that block. Never retried: until the counter is above
+ * its old high-water mark again, what it hands out may have been handed out
+ * before.
+ */
+export class CounterMovedBack extends ServiceError {
+  override name = "CounterMovedBack";
+}
+
 /**
  * The service could not be reached, or kept answering 429/5xx, for as long
  * as the retry policy allows. `capacityRefusals` counts the attempts it
@@ -142,6 +160,7 @@ export class UnsafeId extends IdBlocksError {
 }
 
 export function errorFor(status: number, code: string, message: string): ServiceError {
+  if (code === COUNTER_MOVED_BACK) return new CounterMovedBack(status, code, message);
   if (status === 401 || status === 403) return new AuthError(status, code, message);
   if (status === 404) return new CounterNotFound(status, code, message);
   if (status === 409) {

@@ -20,7 +20,7 @@
  */
 
 import type { Auth } from "./auth.js";
-import { ConfigurationError, ServiceUnavailable, errorFor } from "./errors.js";
+import { COUNTER_MOVED_BACK, ConfigurationError, ServiceUnavailable, errorFor } from "./errors.js";
 import { type Json, errorOf, jsonOf, writeJson } from "./parse.js";
 import { RETRY_STATUSES, type RetryPolicy, SERVER_ERROR, parseRetryAfter } from "./retry.js";
 
@@ -118,7 +118,8 @@ export async function exchange(
       if (reply.status < 300 && reply.status >= 200) return [jsonOf(reply.text, reply.status, method, path), refusals];
       const [code, message] = errorOf(reply.status, reply.text);
       if (capacityRefusal(reply.status, code)) refusals += 1;
-      if (reply.status === SERVER_ERROR && retryUnknown) {
+      // A counter that moved back answers the same to every try: told at once.
+      if (reply.status === SERVER_ERROR && retryUnknown && code !== COUNTER_MOVED_BACK) {
         serverErrors += 1;
         if (serverErrors === policy.serverErrorAttempts) {
           throw new ServiceUnavailable(

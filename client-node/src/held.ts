@@ -65,6 +65,8 @@ export class HeldIds {
   limit = 0;
   /** IDs passed over by take(), or in blocks never handed out. */
   skipped = 0;
+  /** Of those, the IDs of answers refused (never held). */
+  refused = 0;
   /** The smoothed latency of block requests, for the prefetch point. */
   latency: number | null = null;
 
@@ -94,6 +96,21 @@ export class HeldIds {
   get count(): number {
     const left = this.#run === null ? 0 : this.#run.length - this.pos;
     return this.#ready.reduce((total, block) => total + block.length, left);
+  }
+
+  /**
+   * How many IDs of the blocks taken were not handed out: held, or passed
+   * over by take(); not those of answers refused, which were never held.
+   * What the start bound weighs against what was used (sizing.ts).
+   */
+  get notHandedOut(): number {
+    return this.count + this.skipped - this.refused;
+  }
+
+  /** An answer of `count` IDs is not handed out (the wrong size, or IDs the Sequence was given before): unused, and never held. */
+  refuse(count: number): void {
+    this.skipped += count;
+    this.refused += count;
   }
 
   /** Whether a fetched block waits to be started (then no prefetch is needed). */
@@ -235,7 +252,7 @@ export class HeldIds {
   countUnused(): number {
     const unused = this.count + this.skipped;
     this.#run = null;
-    this.pos = this.limit = this.#end = this.#mark = this.skipped = 0;
+    this.pos = this.limit = this.#end = this.#mark = this.skipped = this.refused = 0;
     this.#ready = [];
     return unused;
   }

@@ -14,6 +14,7 @@ export {
   ConfigurationError,
   Conflict,
   CounterExhausted,
+  CounterMovedBack,
   CounterNotFound,
   errorFor,
   IdBlocksError,

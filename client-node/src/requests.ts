@@ -7,7 +7,15 @@
  */
 
 import { type Block, blockLength, newKey } from "./block.js";
-import { CounterExhausted, InvalidRequest, ServiceError, ServiceUnavailable, UnsafeId } from "./errors.js";
+import {
+  COUNTER_MOVED_BACK,
+  CounterExhausted,
+  CounterMovedBack,
+  InvalidRequest,
+  ServiceError,
+  ServiceUnavailable,
+  UnsafeId,
+} from "./errors.js";
 import type { Held } from "./held.js";
 import type { BlockSizer } from "./sizing.js";
 
@@ -51,6 +59,8 @@ export class BlockRequests {
   readonly #maxBatch: number;
   #ceiling: number; // lowered when the service refuses a size as too large
   #room: number | null = null; // at most what the counter seems to have left
+  // The highest ID of every block answered, by region (its step and residue): a block at or below it is refused.
+  readonly #highest = new Map<string, bigint>();
 
   constructor(sizer: BlockSizer, maxBatch: number) {
     this.#sizer = sizer;
@@ -58,12 +68,18 @@ export class BlockRequests {
     this.#ceiling = maxBatch;
   }
 
-  /** The pending request, or a new one for at least `need` IDs (made at `now`, with `held` IDs held unused, and a key drawn now). */
+  /**
+   * The pending request, or a new one for at least `need` IDs (made at
+   * `now`, with `held` IDs of those taken not handed out: held, or passed
+   * over; and a key drawn now).
+   */
   forNeed(need: number, now: number, held: number): BlockRequest {
     if (this.pending !== null) return this.pending;
     // Drained before a block ran out: what was used so far is the rate.
     if (this.#sizer.draining) this.#sizer.firstRate(this.#sizer.taken - held, now);
-    let wanted = Math.max(this.#sizer.nextSize(held), Math.min(this.takeHint, this.#sizer.maximum));
+    // At least the last take(n), as far as the start bound allows.
+    const hint = this.#sizer.withinStartBound(Math.min(this.takeHint, this.#sizer.maximum), held);
+    let wanted = Math.max(this.#sizer.nextSize(held), hint);
     wanted = Math.min(wanted, this.#ceiling, this.#maxBatch);
     if (this.#room !== null) wanted = Math.min(wanted, this.#room);
     this.pending = { key: newKey(), size: Math.max(need, wanted) };
@@ -90,6 +106,8 @@ export class BlockRequests {
     if (!(outcome instanceof Error)) {
       this.pending = null;
       const length = blockLength(outcome);
+      const movedBack = this.#movedBack(outcome, options.counter);
+      if (movedBack !== undefined) return { unusable: length, failure: { error: movedBack, finalFor: () => true } };
       if (length !== request.size) {
         const error = new ServiceError(500, "bad_block", `asked for ${request.size} IDs, the service answered with ${length}`);
         return { unusable: length, failure: { error, finalFor: () => true } };
@@ -132,5 +150,26 @@ export class BlockRequests {
     }
     const final = sizeRefusal(outcome) ? (caller: Caller) => caller.need >= size : () => true;
     return { failure: { error: outcome, finalFor: final } };
+  }
+
+  /**
+   * CounterMovedBack if `block` starts at or below the highest ID of the
+   * blocks answered before from its region: the counter gave out again IDs it
+   * gave this Sequence (a region's IDs only increase, and another region's
+   * are of another residue). Either way its end is from now on the highest
+   * it must lie above.
+   */
+  #movedBack(block: Block, counter: string): CounterMovedBack | undefined {
+    const region = `${block.step}:${block.start % block.step}`;
+    const highest = this.#highest.get(region);
+    this.#highest.set(region, highest === undefined || block.end > highest ? block.end : highest);
+    if (highest === undefined || block.start > highest) return undefined;
+    return new CounterMovedBack(
+      0,
+      COUNTER_MOVED_BACK,
+      `'${counter}' answered the block [${block.start}, ${block.end}] (step ${block.step}), at or below ${highest}, ` +
+        "the highest ID of the blocks this Sequence was given before: the counter moved back (restored from a backup?); " +
+        "none of that block is handed out",
+    );
   }
 }

@@ -29,7 +29,7 @@
  */
 
 import type { Backend, Block } from "./block.js";
-import { SequenceClosed, ServiceUnavailable } from "./errors.js";
+import { CounterMovedBack, SequenceClosed, ServiceUnavailable } from "./errors.js";
 import { HeldIds, type IdRange } from "./held.js";
 import { type BlockRequest, BlockRequests, type Failure } from "./requests.js";
 import { BlockSizer, DEFAULT_MAX_BATCH, INITIAL_BLOCK, MAX_RUNWAY, smoothedLatency } from "./sizing.js";
@@ -104,6 +104,8 @@ class SequenceImpl<Id extends number | bigint> {
   readonly #waiters = new Waiters();
   #inflight: Promise<void> | null = null; // the pending request on the network
   #lastError: Error | null = null; // how the last request failed, if it did: the cause of a timeout
+  // A counter that moved back, that no caller waiting was told: told to the next that needs a block.
+  #untold: Error | null = null;
   #prefetchSoon = false;
   #closed = false;
   #closing: Promise<number> | null = null;
@@ -221,11 +223,18 @@ class SequenceImpl<Id extends number | bigint> {
         continue;
       }
       if (failure?.finalFor(head)) {
+        if (failure.error === this.#untold) this.#untold = null;
         waiters.rejectHead(failure.error);
         continue;
       }
+      if (this.#untold !== null) {
+        // Told before any block is asked for again.
+        waiters.rejectHead(this.#untold);
+        this.#untold = null;
+        continue;
+      }
       const gated = now < this.#requests.notBefore;
-      if (this.#inflight === null && !gated) void this.#send(this.#requests.forNeed(head.need, this.clock(), this.#held.count), head);
+      if (this.#inflight === null && !gated) void this.#send(this.#requests.forNeed(head.need, this.clock(), this.#held.notHandedOut), head);
       if (head.deadline <= now || (this.#inflight === null && head.deadline < this.#requests.notBefore)) {
         waiters.rejectHead(this.#timedOut(now));
         continue;
@@ -266,9 +275,10 @@ class SequenceImpl<Id extends number | bigint> {
     this.#prefetchSoon = true;
     this.#timers.soon(() => {
       this.#prefetchSoon = false;
-      const ready = this.#closed || this.#held.hasReady || this.#inflight !== null;
+      // A counter that moved back is told first, to the next caller that needs a block.
+      const ready = this.#closed || this.#held.hasReady || this.#inflight !== null || this.#untold !== null;
       if (!ready && this.#timers.now() >= this.#requests.notBefore) {
-        void this.#send(this.#requests.forNeed(1, this.clock(), this.#held.count));
+        void this.#send(this.#requests.forNeed(1, this.clock(), this.#held.notHandedOut));
       }
     });
   }
@@ -298,23 +308,24 @@ class SequenceImpl<Id extends number | bigint> {
   #settle(request: BlockRequest, outcome: Block | Error, seconds: number, owner: Waiter | undefined): void {
     const now = this.#timers.now();
     const answer = this.#requests.answer(request, outcome, owner, { bigint: this.bigint, counter: this.counter, now });
-    if (answer.unusable !== undefined) this.#unused(answer.unusable);
+    if (answer.unusable !== undefined) this.#refuse(answer.unusable);
+    if (answer.failure?.error instanceof CounterMovedBack) this.#untold = answer.failure.error;
     if (answer.block !== undefined) {
       this.requests += 1;
       this.sizer.landed(answer.block.length);
       this.#lastError = null;
       this.#held.latency = smoothedLatency(this.#held.latency, seconds);
-      if (this.#closed) this.#unused(answer.block.length);
+      if (this.#closed) this.unusedIds = (this.unusedIds ?? 0) + answer.block.length; // counted, not used
       else this.#held.add(answer.block);
     }
     if (answer.failure !== undefined) this.#lastError = answer.failure.error;
     this.#serve(answer.failure);
   }
 
-  /** IDs taken that will never be handed out: after close, in unusedIds; before, counted there when it comes. */
-  #unused(count: number): void {
+  /** An answer of `count` IDs not handed out: after close, in unusedIds; before, counted there when it comes. */
+  #refuse(count: number): void {
     if (this.#closed) this.unusedIds = (this.unusedIds ?? 0) + count;
-    else this.#held.skipped += count;
+    else this.#held.refuse(count);
   }
 
   // -- lifecycle -------------------------------------------------------------

@@ -223,15 +223,23 @@ export class BlockSizer {
     return Math.trunc(Math.min(this.maximum, Math.max(this.minimum, wanted)));
   }
 
-  /** The size of the next block, with `held` IDs held unused now. */
+  /** The size of the next block, with `held` IDs of those taken not handed out now (held, or passed over). */
   nextSize(held = 0): number {
     this.last = this.#wanted();
+    return this.withinStartBound(this.last, held);
+  }
+
+  /**
+   * `size`, or less while the start bound applies: with `held` IDs of those
+   * taken not handed out, what is then not handed out is at most what was used.
+   */
+  withinStartBound(size: number, held: number): number {
     if (this.bounded && this.taken) {
-      // used - held, where used = taken - held: what is held after this
-      // block lands is at most what was used before it.
-      return Math.min(this.last, Math.max(this.minimum, this.taken - 2 * held));
+      // used - held, where used = taken - held: what is not handed out after
+      // this block lands is at most what was used before it.
+      return Math.min(size, Math.max(this.minimum, this.taken - 2 * held));
     }
-    return this.last;
+    return size;
   }
 
   cap(maximum: number): void {

@@ -65,6 +65,15 @@ export class MemoryBackend implements Backend {
     for (let i = 0; i < times; i++) this.#faults.push(kind);
   }
 
+  /**
+   * The counter's state moves back, as a table restored from an earlier
+   * backup: its next ID is `to` again, so that IDs already handed out are
+   * handed out again (what a client must then refuse).
+   */
+  moveBack(to: number | bigint): void {
+    this.#next = BigInt(to);
+  }
+
   get handedOut(): number {
     return this.blocks.reduce((total, block) => total + blockLength(block), 0);
   }

@@ -177,6 +177,8 @@ class AsyncSequence(BlockHolder[AsyncBackend]):
     def _request_prefetch(self) -> None:
         if not self.prefetch or self._closed or self._ready or self._request_task is not None:
             return
+        if self._untold is not None:  # told first to the next caller that needs a block
+            return
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # handed out outside a loop (a test's setup): the next wait fetches
@@ -222,8 +224,10 @@ class AsyncSequence(BlockHolder[AsyncBackend]):
         landed = False
         # A smaller request after a size refusal is made by the callers
         # still waiting, each for its own need; so is a retry.
-        with contextlib.suppress(Exception):  # kept in _failure for the callers that wait
+        try:
             landed = self._settle(request, outcome, self.clock() - started, 0)
+        except Exception as exc:  # noqa: BLE001 - kept in _failure for the callers that wait
+            self._unheard(exc)
         if not landed:
             self._wake(everyone=True)  # each decides: its error, or ask again
             return

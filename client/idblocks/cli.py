@@ -35,6 +35,7 @@ from idblocks.errors import (
     AuthError,
     ConfigurationError,
     Conflict,
+    CounterMovedBack,
     CounterNotFound,
     IdBlocksError,
     InvalidRequest,
@@ -66,7 +67,8 @@ EXIT_STATUSES = (
     (0, "done; the result is printed as JSON"),
     (
         1,
-        "the service failed (a 500 it was not safe to repeat), or answered something this client cannot read",
+        "the service failed (a 500 it was not safe to repeat; counter_moved_back: the counter moved back,"
+        " and nothing was handed out), or answered something this client cannot read",
     ),
     (
         2,
@@ -274,6 +276,18 @@ def _fail(status: int, message: str) -> NoReturn:
     raise SystemExit(status)
 
 
+def _what_to_do(error: IdBlocksError, args: argparse.Namespace) -> str:
+    """What the error's own words leave out: what the caller does next."""
+    if isinstance(error, CounterMovedBack):
+        # Every ID above where it moved back to may have been handed out before.
+        name = getattr(args, "name", "NAME")
+        return (
+            f"; move the counter above every ID it handed out before (idblocks set {name} NEXT, or, after"
+            " a restore from a backup, idblocks recover) before taking more from it"
+        )
+    return ""
+
+
 def run(args: argparse.Namespace) -> Any:
     if not args.endpoint:
         _fail(2, "no endpoint: pass --endpoint or set IDBLOCKS_URL")
@@ -398,7 +412,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         result = run(args)
     except IdBlocksError as exc:
-        _fail(_status_of(exc), str(exc))
+        _fail(_status_of(exc), str(exc) + _what_to_do(exc, args))
     print(json.dumps(result))
 
 

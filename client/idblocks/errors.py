@@ -80,6 +80,23 @@ class CounterExhausted(Conflict):
     """409 counter_exhausted: the counter has reached its max."""
 
 
+# The code of a counter that moved back, from the service (HTTP 500) or found
+# by a Sequence (status 0).
+COUNTER_MOVED_BACK = "counter_moved_back"
+
+
+class CounterMovedBack(ServiceError):
+    """The counter handed out IDs it had handed out before: its stored
+    state moved back (its table restored from a backup, say). The service
+    answers it (HTTP 500 counter_moved_back) when a fresh allocation comes
+    back at or below what the same function environment had already taken,
+    and hands out nothing. A Sequence raises it (status 0, the same code)
+    when a block overlaps the IDs it was given before from that counter and
+    region, and hands out none of that block. Never retried: until the
+    counter is above its old high-water mark again, what it hands out may
+    have been handed out before."""
+
+
 class ServiceUnavailable(IdBlocksError):
     """The service could not be reached, or kept answering 429/5xx, for as
     long as the retry policy allows. ``capacity_refusals`` counts the
@@ -116,6 +133,8 @@ class SequenceClosed(IdBlocksError):
 
 
 def error_for(status: int, code: str, message: str) -> ServiceError:
+    if code == COUNTER_MOVED_BACK:
+        return CounterMovedBack(status, code, message)
     if status in (401, 403):
         return AuthError(status, code, message)
     if status == 404:

@@ -41,7 +41,7 @@ from urllib.parse import urlparse, urlsplit
 
 from idblocks import snapstart
 from idblocks.answers import error_of, json_of
-from idblocks.errors import ConfigurationError, ServiceUnavailable, error_for
+from idblocks.errors import COUNTER_MOVED_BACK, ConfigurationError, ServiceUnavailable, error_for
 from idblocks.retry import RETRY_STATUSES, SERVER_ERROR, RetryPolicy, parse_retry_after
 
 # The package's version (client/pyproject.toml), written out rather than read
@@ -167,7 +167,8 @@ def exchange(endpoint: str, policy: RetryPolicy, call: Call[T], contact: Contact
             code, message = error_of(outcome.data, outcome.status)
             if capacity_refusal(outcome.status, code):
                 refusals += 1
-            if outcome.status == SERVER_ERROR and call.retry_unknown_outcome:
+            # A counter that moved back answers the same to every try: told at once.
+            if outcome.status == SERVER_ERROR and call.retry_unknown_outcome and code != COUNTER_MOVED_BACK:
                 server_errors += 1
                 if server_errors == policy.server_error_attempts:
                     raise ServiceUnavailable(

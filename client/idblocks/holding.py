@@ -49,7 +49,8 @@ class HeldIds:
         self._rest: range | None = None  # the current block's later segment
         self._block: range | None = None  # the current block, for sizing
         self._ready: collections.deque[range] = collections.deque()  # fetched, not started
-        self._skipped = 0  # IDs passed over by take(), never handed out
+        self._skipped = 0  # IDs never to be handed out: passed over by take(), refused, dropped
+        self._refused = 0  # of those, the IDs of answers refused (never held)
 
     def _request_prefetch(self) -> None:
         raise NotImplementedError
@@ -84,12 +85,13 @@ class HeldIds:
                     self._block = self._ready.popleft()
                     self._rest = None
                 return self._carve(held, n)
-            self._activate(current)  # not enough: the others draw on meanwhile
             big = next((i for i, block in enumerate(self._ready) if len(block) >= n), None)
             if big is None:
+                self._activate(current)  # not enough: the others draw on meanwhile
                 return None
             # Everything held below that block is passed over, so that
-            # nothing handed out after this range lies under it.
+            # nothing handed out after this range lies under it: counted
+            # while no other thread draws, so that none it draws is counted.
             self._unused(len(held) + sum(len(self._ready[i]) for i in range(joined, big)))
             self._activate(_EMPTY)
             self._rest = None
@@ -122,6 +124,13 @@ class HeldIds:
     def _held(self) -> int:
         """How many IDs are held, in all."""
         return len(self._left_in_segment()) + len(self._rest or ()) + sum(map(len, self._ready))
+
+    def _not_handed_out(self) -> int:
+        """How many IDs of the blocks taken were not handed out: held, passed
+        over by take(), or dropped at a restore; not those of answers
+        refused, which were never held. What the start bound weighs
+        against what was used (idblocks.sizing)."""
+        return self._held() + self._skipped - self._refused
 
     def _carve(self, held: range, n: int) -> range:
         """The first ``n`` of ``held``, what is left of the current block;
@@ -180,15 +189,28 @@ class HeldIds:
         else:
             self.unused_ids += count
 
+    def _refuse(self, count: int) -> None:
+        """An answer of ``count`` IDs is not handed out (the wrong size, or
+        IDs this sequence was given before): unused, and never held."""
+        self._unused(count)
+        if self.unused_ids is None:
+            self._refused += count
+
+    def _freeze(self) -> int:
+        """Stop every thread drawing (next_id finds nothing, and waits for
+        the lock), then count what is held and what was passed over: counted
+        after the stop, so that no ID another thread draws is counted too."""
+        self._ids = _EXHAUSTED
+        return self._held() + self._skipped
+
     def _count_unused(self) -> int:
         """Close's count: everything held, and everything passed over, is now
         unused; returns the total so far (earlier closes' counts included)."""
-        self._ids = _EXHAUSTED
-        held = self._held() + self._skipped
+        held = self._freeze()
         self._position = _EXHAUSTED
         self._segment = _EMPTY
         self._rest = None
         self._ready.clear()
-        self._skipped = 0
+        self._skipped = self._refused = 0
         self.unused_ids = (self.unused_ids or 0) + held
         return self.unused_ids

@@ -25,7 +25,9 @@ from typing import Generic, TypeVar
 from idblocks import snapstart
 from idblocks.block import Block
 from idblocks.errors import (
+    COUNTER_MOVED_BACK,
     CounterExhausted,
+    CounterMovedBack,
     InvalidRequest,
     SequenceClosed,
     ServiceError,
@@ -164,6 +166,13 @@ class BlockHolder(HeldIds, Generic[B]):
         self._latency: float | None = None
         self._closed = False
         self.unused_ids = None
+        # The highest ID of every block answered, by region (its step and
+        # residue): a block at or below it is refused. Kept in a forked
+        # child and after a restore: what the counter gave is still given.
+        self._highest: dict[tuple[int, int], int] = {}
+        # A counter that moved back, found by a request no caller waited
+        # for: told to the next caller that needs a block.
+        self._untold: CounterMovedBack | None = None
         self._reset()
         self._opened()
 
@@ -185,9 +194,10 @@ class BlockHolder(HeldIds, Generic[B]):
         each of them holds and made too. Start afresh, as in a forked child,
         and count what was held in ``unused_ids``: no other process goes on
         to hand it out. The next request is a new one, with a new key."""
-        dropped = self._held() + self._skipped
+        dropped, refused = self._freeze(), self._refused
         self._start_afresh()
         self._unused(dropped)
+        self._refused = refused
 
     def _check_take(self, n: int) -> None:
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
@@ -221,6 +231,9 @@ class BlockHolder(HeldIds, Generic[B]):
         final and was answered while the caller waited (``answered``), or
         the service's last refusal if it asked to wait past the deadline
         (nothing better can come by then). Each caller its own instance."""
+        if self._untold is not None:
+            told, self._untold = self._untold, None
+            return copy_of(told)
         failure = self._failure
         if failure is None:
             return None
@@ -270,8 +283,10 @@ class BlockHolder(HeldIds, Generic[B]):
         """How many IDs a new request asks for: at least ``need``. ``held``:
         the IDs held unused, if not this holder's own (a simulation's)."""
         if held is None:
-            held = self._held()
-        wanted = max(self.sizer.next_size(held), min(self._take_hint, self.sizer.maximum))
+            held = self._not_handed_out()
+        # Asked for at least the last take(n), as far as the start bound allows.
+        hint = self.sizer.within_start_bound(min(self._take_hint, self.sizer.maximum), held)
+        wanted = max(self.sizer.next_size(held), hint)
         wanted = min(wanted, self._ceiling, self.max_batch)
         if self._room is not None:
             wanted = min(wanted, self._room)
@@ -281,7 +296,7 @@ class BlockHolder(HeldIds, Generic[B]):
         """A new pending request, for at least ``need`` IDs, with a key drawn
         now (in this process). Only when none is pending: a pending request
         is sent again as it is, key and count, until it is answered."""
-        now, held = self.clock(), self._held()
+        now, held = self.clock(), self._not_handed_out()
         if self.sizer.draining:
             # Drained before a block ran out: what was used so far is the rate.
             self.sizer.first_rate(self.sizer.taken - held, now)
@@ -303,11 +318,12 @@ class BlockHolder(HeldIds, Generic[B]):
         if isinstance(outcome, Block):
             self._pending = None
             self._failure = None
-            if len(outcome) == request.size:
+            moved_back = self._moved_back(outcome)
+            if moved_back is None and len(outcome) == request.size:
                 self._landed(outcome.ids(), seconds)
                 return True
-            self._unused(len(outcome))
-            outcome = ServiceError(
+            self._refuse(len(outcome))
+            outcome = moved_back or ServiceError(
                 500, "bad_block", f"asked for {request.size} IDs, the service answered with {len(outcome)}"
             )
         elif not isinstance(outcome, ServiceError):
@@ -333,6 +349,32 @@ class BlockHolder(HeldIds, Generic[B]):
             if need and self._size_for(need) < request.size:
                 return False
         raise outcome
+
+    def _moved_back(self, block: Block) -> CounterMovedBack | None:
+        """CounterMovedBack if ``block`` starts at or below the highest ID of
+        the blocks answered before from its region: the counter gave out
+        again IDs it gave this sequence (a region's IDs only increase, and
+        another region's are of another residue). Either way its end is
+        from now on the highest it must lie above."""
+        region = (block.step, block.start % block.step)
+        highest = self._highest.get(region)
+        self._highest[region] = block.end if highest is None else max(highest, block.end)
+        if highest is None or block.start > highest:
+            return None
+        return CounterMovedBack(
+            0,
+            COUNTER_MOVED_BACK,
+            f"'{self.counter}' answered the block [{block.start}, {block.end}] (step {block.step}), at or"
+            f" below {highest}, the highest ID of the blocks this {type(self).__name__} was given before:"
+            " the counter moved back (restored from a backup?); none of that block is handed out",
+        )
+
+    def _unheard(self, error: BaseException) -> None:
+        """``error`` settled a request no caller waits for (a prefetch): a
+        counter that moved back is told to the next caller that needs a
+        block, and until then no block is fetched ahead."""
+        if isinstance(error, CounterMovedBack):
+            self._untold = error
 
     def _landed(self, ids: range, seconds: float) -> None:
         self.requests += 1

@@ -114,6 +114,7 @@ def _fetch_for_caller(seq: Sequence, fetch: _Fetch) -> None:
                 seq._fetch(fetch.need)
         except BaseException as exc:  # noqa: BLE001 - told to the caller, if it still waits
             fetch.error = exc
+            seq._unheard(exc)  # else to the next caller: this one may have stopped waiting
         finally:
             fetch.done = True
             if seq._caller_fetch is fetch:
@@ -232,6 +233,8 @@ class Sequence(BlockHolder[Backend]):
     def _request_prefetch(self) -> None:
         if not self.prefetch or self._closed or self._ready or self._fetching:
             return
+        if self._untold is not None:  # told first to the next thread that needs a block
+            return
         if self._prefetcher is None:
             self._prefetcher = threading.Thread(
                 target=_prefetch_loop,
@@ -343,15 +346,18 @@ class Sequence(BlockHolder[Backend]):
         # Told at once, unless a block came while this thread was slow to
         # wake (another thread asked again, and was answered).
         if fetch.error is not None and not self._can_serve(need):
+            if fetch.error is self._untold:
+                self._untold = None  # told now, to this caller
             raise fetch.error
 
     def _prefetch_once(self) -> None:
         with self._lock:
             if self._closed or self._ready or self._fetching or self._resend_at() > self.clock():
                 return
-            # A failure is kept in _failure for the threads that wait.
-            with contextlib.suppress(Exception):
+            try:
                 self._fetch(1)
+            except Exception as exc:  # noqa: BLE001 - kept in _failure for the threads that wait
+                self._unheard(exc)
 
     # -- lifecycle -----------------------------------------------------------
 

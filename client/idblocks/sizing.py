@@ -200,13 +200,20 @@ class BlockSizer:
         return int(min(self.maximum, max(self.minimum, wanted)))
 
     def next_size(self, held: int = 0) -> int:
-        """The size of the next block, with ``held`` IDs held unused now."""
+        """The size of the next block, with ``held`` IDs of those taken not
+        handed out now (held, or passed over)."""
         self.last = self._wanted()
+        return self.within_start_bound(self.last, held)
+
+    def within_start_bound(self, size: int, held: int) -> int:
+        """``size``, or less while the start bound applies: with ``held`` IDs
+        of those taken not handed out, what is then not handed out is at
+        most what was used."""
         if self.bounded and self.taken:
-            # used - held, where used = taken - held: what is held after
-            # this block lands is at most what was used before it.
-            return min(self.last, max(self.minimum, self.taken - 2 * held))
-        return self.last
+            # used - held, where used = taken - held: what is not handed out
+            # after this block lands is at most what was used before it.
+            return min(size, max(self.minimum, self.taken - 2 * held))
+        return size
 
     def cap(self, maximum: int) -> None:
         self.maximum = max(self.minimum, min(self.maximum, maximum))

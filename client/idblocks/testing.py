@@ -63,6 +63,13 @@ class MemoryBackend:
         with self._lock:
             self._faults.clear()
 
+    def move_back(self, to: int) -> None:
+        """The counter's state moves back, as a table restored from an
+        earlier backup: its next ID is ``to`` again, so that IDs already
+        handed out are handed out again (what a client must then refuse)."""
+        with self._lock:
+            self._next = to
+
     @property
     def handed_out(self) -> int:
         return sum(map(len, self.blocks))

@@ -1,13 +1,20 @@
 """Sequence and AsyncSequence against a model: Hypothesis writes random
 programs of next_id, take, close, drain and cancel by several callers, over a
 service that answers, loses answers, answers late, answers the wrong size,
-says exhausted, refuses for capacity or asks to wait (Retry-After), while
-the clock moves on, threads doze and the process is restored from a
-snapshot (Lambda SnapStart: the client's after-restore functions run);
-after every step the invariants below are checked.
+says exhausted, refuses for capacity or asks to wait (Retry-After), whose
+counter other clients take from and which moves back (restored from a
+backup), while the clock moves on, threads doze, a thread draws with
+next_id the moment a segment is put up (the lock-free path lets it, while
+another thread holds the lock) and the process is restored from a snapshot
+(Lambda SnapStart: the client's after-restore functions run); after every
+step the invariants below are checked.
 
 - No ID is handed out twice, and every ID handed out is of a block whose
-  answer reached the sequence.
+  answer reached the sequence, of the size asked for, above every block
+  that reached it before.
+- A caller is told CounterMovedBack only after a block overlapping one
+  delivered before reached the sequence; and once one has, no ID of a block
+  delivered after it is handed out before a caller is told.
 - After a restore, no ID the sequence held before it is handed out, no key
   sent before it is sent again, and no answer to a request made before it
   is taken (it is every restored copy's).
@@ -23,10 +30,11 @@ after every step the invariants below are checked.
   close has counted, and unused_ids from then on (every block landing later
   included); across any number of close calls, timed out, concurrent or
   cancelled. Every close returns unused_ids as it is when it returns.
-- No block request brings what the sequence holds above what it has used
-  (the start bound, while it applies: after the first block, and until a
-  capacity refusal), beyond min_block, a take(n) waiting, or the last
-  take(n) (blocks are asked for at least that).
+- No block request brings what the sequence has not handed out of what it
+  was given (held, passed over by take, dropped at a restore) above what
+  it has handed out (the start bound, while it applies: after the first
+  block, and until a capacity refusal), beyond min_block or a take(n)
+  waiting; the last take(n) asks for more only as far as the bound allows.
 - Every caller ends (served, timed out, told of a failure, or closed), and
   after the last close, what was never answered is only the request that
   close gave up on.
@@ -42,6 +50,7 @@ IDBLOCKS_MODEL_SEED=<seed>.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import os
 import queue
@@ -67,6 +76,7 @@ from hypothesis.stateful import (
 from idblocks import (
     AsyncSequence,
     CounterExhausted,
+    CounterMovedBack,
     Sequence,
     SequenceClosed,
     ServiceError,
@@ -139,8 +149,11 @@ class SequenceModel(RuleBasedStateMachine):
         self.problems: list[str] = []
         self.seq = None
         # What a block request may ask for beyond the bound: the largest
-        # take(n) waiting when a block last landed, or started since.
+        # take(n) seen waiting since a block last landed (a take that made
+        # a request waits for it, until a step decides it).
         self.hint = 0
+        # The highest ID the model's own racing thread drew (ThreadModel).
+        self.raced = 0
         self.landed = 0
         self.refused = False  # a capacity refusal lifts the start bound
 
@@ -191,8 +204,6 @@ class SequenceModel(RuleBasedStateMachine):
     def call(self, slot: int, operation: tuple[str, int | float]) -> None:
         caller = self.callers[slot]
         if caller.busy is None:
-            if operation[0] == "take":
-                self.hint = max(self.hint, int(operation[1]))
             caller.busy = operation
             caller.refusals_before = len(self.service.refusals)
             self.start(slot, *operation)
@@ -225,6 +236,20 @@ class SequenceModel(RuleBasedStateMachine):
         self.settle()
 
     @precondition(opened)
+    @rule(count=st.sampled_from([1, 5, 30]))
+    def others_take(self, count: int) -> None:
+        """Another client of the counter takes IDs."""
+        self.service.others_take(count)
+
+    @precondition(opened)
+    @rule(by=st.sampled_from([1, 10, 100]), now=st.sampled_from([True, False, False]))
+    def move_back(self, by: int, now: bool) -> None:
+        """The counter moves back (less often than the others), as a table
+        restored from an earlier backup does."""
+        if now:
+            self.service.move_back(by)
+
+    @precondition(opened)
     @rule()
     def drain(self) -> None:
         """The process is about to stop: it drains (from the test's own
@@ -242,6 +267,10 @@ class SequenceModel(RuleBasedStateMachine):
         if isinstance(result, BaseException):
             need = 1 if kind == "next" else amount
             told = not isinstance(result, (SequenceClosed, asyncio.CancelledError))
+            if isinstance(result, CounterMovedBack):
+                if not self.service.moved_back:
+                    self.problems.append(f"caller {slot} was told {result!r}, and no block overlapped one")
+                self.service.told_moved_back()
             if told and kind != "close" and self.seq._can_serve(need):  # white-box
                 self.problems.append(f"caller {slot} was told {result!r} with IDs held that serve it")
             elif isinstance(result, CounterExhausted) and not any(
@@ -260,14 +289,24 @@ class SequenceModel(RuleBasedStateMachine):
             self.problems.append(f"{kind}({amount}) gave {len(ids)} IDs")
         if ids[0] <= caller.highest:
             self.problems.append(f"caller {slot} got {ids[0]} after {caller.highest}")
+        self.hand_out(ids)
+        caller.highest = ids[-1]
+
+    def hand_out(self, ids: list[int]) -> None:
+        """What every ID handed out must be (the lock held, for threads)."""
         repeated = self.handed.intersection(ids)
         if repeated:
             self.problems.append(f"IDs handed out twice: {sorted(repeated)[:5]}")
         snapshots = self.held_at_restores.intersection(ids)
         if snapshots:
             self.problems.append(f"IDs held at a restore handed out after it: {sorted(snapshots)[:5]}")
+        untold = self.service.after_untold.intersection(ids)
+        if untold:
+            moved = sorted(untold)[:5]
+            self.problems.append(
+                f"IDs {moved} of a block after the counter moved back, before a caller was told"
+            )
         self.handed.update(ids)
-        caller.highest = ids[-1]
 
     # -- after every step --------------------------------------------------------------------
 
@@ -307,14 +346,19 @@ class SequenceModel(RuleBasedStateMachine):
             waiting = max((int(c.busy[1]) for c in self.callers if c.busy and c.busy[0] == "take"), default=0)
             if sizer.taken != self.landed:
                 # A block landed: the next request is for the takes waiting
-                # now (cancelled later or not), or the last take's hint.
-                self.landed, self.hint = sizer.taken, max(self.seq._take_hint, waiting)
+                # now (cancelled later or not), or those waiting later.
+                self.landed, self.hint = sizer.taken, waiting
+            self.hint = max(self.hint, waiting)
             if self.seq._closed or self.refused or not sizer.taken:
                 return
-            allowed = max(sizer.minimum, sizer.taken - 2 * self.seq._held(), self.hint, waiting)
+            # Of the IDs of the blocks that landed, those not handed out
+            # (held, passed over, dropped at a restore) are at most those
+            # handed out: used - (taken - used).
+            used = len(self.handed)
+            allowed = max(sizer.minimum, 2 * used - sizer.taken, self.hint, waiting)
             for request in self.service.waiting:
                 assert request.count <= allowed, (
-                    f"a request for {request.count} IDs, with {sizer.taken} taken and {self.seq._held()} held"
+                    f"a request for {request.count} IDs, with {sizer.taken} taken and {used} handed out"
                 )
 
     @invariant()
@@ -380,10 +424,34 @@ class ThreadModel(SequenceModel):
     or for its next call. A dozing thread sleeps through every notify until
     roused."""
 
+    @initialize(racing=st.sampled_from([0, 1, 3]))
+    def race(self, racing: int) -> None:
+        """How many IDs a thread of the model's own draws, with next_id, each
+        time a segment is put up: the lock-free path lets another thread
+        draw the moment it is, whatever the thread holding the lock goes on
+        to do before it lets go. It leaves one at least: a thread that drew
+        every ID the moment it came would starve the others for ever, as no
+        scheduler does."""
+        self.racing = racing
+
     def open(self, options: dict[str, Any]) -> None:
         self.clock = FakeClock()
         self.service = ThreadService(MAX_BATCH, self.clock)
         self.seq = Sequence(self.service, "c", clock=self.clock, **options)
+        activate = self.seq._activate  # white-box: where a segment is put up
+
+        def activate_and_race(segment: range) -> None:
+            activate(segment)
+            racing = min(getattr(self, "racing", 0), len(segment) - 1)
+            drawn = list(itertools.islice(self.seq._ids, max(racing, 0)))
+            if not drawn:
+                return
+            if drawn[0] <= self.raced:
+                self.problems.append(f"the racing thread got {drawn[0]} after {self.raced}")
+            self.raced = drawn[-1]
+            self.hand_out(drawn)
+
+        self.seq._activate = activate_and_race
         self.condition = DozingCondition(self.seq._lock)
         self.seq._signal.changed = self.seq._changed = self.condition  # white-box
         self.jobs: list[queue.SimpleQueue[tuple[str, int | float] | None]] = []

@@ -8,10 +8,12 @@ handed back the same to the same key, and it is refused only for what the
 counter really lacks. What it does wrong on purpose, it does as a real
 network or service could: lose an answer, answer late (the request waits
 until the test decides), answer with the wrong size, refuse for capacity,
-ask to wait (Retry-After), or answer what cannot be read. After a restore
-from a snapshot (``restored``), every key it has seen is the snapshot's: one
-arriving again is a problem, and an answer to a request made before it does
-not reach the sequence, which abandoned the request."""
+ask to wait (Retry-After), or answer what cannot be read. What an operator
+can do wrong, it does too: its counter moves back (``move_back``, a table
+restored from a backup), and hands out again IDs it handed out before.
+After a restore from a snapshot (``restored``), every key it has seen is the
+snapshot's: one arriving again is a problem, and an answer to a request made
+before it does not reach the sequence, which abandoned the request."""
 
 from __future__ import annotations
 
@@ -52,7 +54,9 @@ class Waiting:
 class ScriptedService:
     """One counter. ``taken``: IDs the service took (blocks made, each once);
     ``applied``: key -> its block; ``delivered``: keys whose block reached
-    the client; ``waiting``: requests waiting for a decision, oldest first."""
+    the client; ``refusable``: of those, the keys of blocks the client must
+    not hand out (the wrong size, or overlapping a block delivered before);
+    ``waiting``: requests waiting for a decision, oldest first."""
 
     def __init__(self, max_batch: int, clock: Callable[[], float]) -> None:
         self.clock = clock
@@ -63,6 +67,14 @@ class ScriptedService:
         self.max_batch = max_batch
         self.applied: dict[str, Block] = {}
         self.delivered: set[str] = set()
+        self.refusable: set[str] = set()
+        self.highest = 0  # the highest ID of the blocks delivered
+        # Blocks delivered overlapping one delivered before: the counter
+        # had moved back. ``untold``: since the last of them, no caller has
+        # been told; ``after_untold``: the IDs of blocks delivered since.
+        self.moved_back = 0
+        self.untold = False
+        self.after_untold: set[int] = set()
         self.waiting: list[Waiting] = []
         self.seen: set[str] = set()  # every key that arrived
         self.stale: set[str] = set()  # the keys seen before the last restore
@@ -80,7 +92,40 @@ class ScriptedService:
         return {key: block for key, block in self.applied.items() if key not in self.delivered}
 
     def ids_delivered(self) -> set[int]:
-        return {i for key in self.delivered for i in self.applied[key].ids()}
+        """The IDs of the blocks delivered that the client may hand out."""
+        return {i for key in self.delivered - self.refusable for i in self.applied[key].ids()}
+
+    def others_take(self, count: int) -> None:
+        """Another client takes ``count`` IDs: the next block does not
+        continue the last."""
+        with self.lock:
+            self.next += count
+
+    def move_back(self, by: int) -> None:
+        """The counter moves back ``by`` IDs (not below 1), as a table
+        restored from an earlier backup: it hands out again IDs it handed out."""
+        with self.lock:
+            self.next = max(1, self.next - by)
+
+    def told_moved_back(self) -> None:
+        """A caller was told that the counter moved back."""
+        self.untold = False
+        self.after_untold.clear()
+
+    def _deliver(self, request: Waiting, block: Block) -> None:
+        """``block`` reaches the client, unless the request was abandoned."""
+        if request.key not in self.stale:  # else abandoned: the sequence drops the answer
+            self.delivered.add(request.key)
+            if len(block) != request.count:
+                self.refusable.add(request.key)
+            if block.start <= self.highest:
+                self.refusable.add(request.key)
+                self.moved_back += 1
+                self.untold = True
+            elif self.untold:
+                self.after_untold.update(block.ids())
+            self.highest = max(self.highest, block.end)
+        request.deliver(block)
 
     def out(self) -> int:
         """How many block requests made since the last restore wait for a decision."""
@@ -159,9 +204,7 @@ class ScriptedService:
         elif outcome == GARBLED:
             request.deliver(UnexpectedResponse("POST /counters/c/batch answered a body that is not JSON"))
         else:
-            if request.key not in self.stale:  # else abandoned: the sequence drops the answer
-                self.delivered.add(request.key)
-            request.deliver(result)
+            self._deliver(request, result)
 
 
 class ThreadService(ScriptedService):

@@ -1,6 +1,7 @@
 """What a process skips when it stops: the first block, the start bound
-(while young, what is held never exceeds what was used) and drain(), on
-MemoryBackends and virtual clocks. The same against the dev server, as a
+(while young, what is held or was passed over never exceeds what was used,
+with next_id, take and prefetch alike) and drain(), on MemoryBackends and
+virtual clocks. The same against the dev server, as a
 process sees it, is in tests/integration/test_client_devserver.py."""
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ import asyncio
 import signal
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from idblocks import AsyncSequence, Sequence
 from idblocks.sizing import DRAIN_RUNWAY, INITIAL_BLOCK, BlockSizer, prefetch_tail
@@ -46,6 +49,77 @@ def test_an_asyncio_process_stopping_after_any_number_of_ids_skips_at_most_as_ma
         assert unused <= max(INITIAL_BLOCK - 1, n), (n, unused, requests)
         if n == 10_000:
             assert requests <= 12
+
+
+def settled(seq: Sequence) -> None:
+    """Until a block fetched ahead has landed: the prefetch had its moment."""
+    assert wait_until(lambda: not (seq._signal.want or seq._fetching))  # white-box
+
+
+@pytest.mark.parametrize("n", [20, 50])
+@pytest.mark.parametrize("moment", [False, True], ids=["closed-at-once", "prefetch-landed"])
+def test_one_id_and_a_take_then_close_skip_at_most_what_was_used(n, moment):
+    """Reproduces: the README's example (next_id(), then take(20)) reported
+    35 taken but not used after using 21, and next_id() with take(50) 65
+    after 51, once the prefetch had a moment before close: the block asked
+    for after the take was take's size, whatever the start bound allowed."""
+    backend = MemoryBackend()
+    seq = Sequence(backend, "example")
+    seq.next_id()
+    seq.take(n)
+    if moment:
+        settled(seq)
+    unused = seq.close()
+    assert unused <= 1 + n, [(block.start, block.end) for block in backend.blocks]
+    assert backend.handed_out == 1 + n + unused
+
+
+def test_an_asyncio_process_using_next_id_and_take_skips_at_most_what_it_used():
+    async def example(n):
+        backend = AsyncMemoryBackend()
+        async with AsyncSequence(backend, "example") as seq:
+            await seq.next_id()
+            await seq.take(n)
+            for _ in range(3):
+                await asyncio.sleep(0)  # the block fetched ahead lands
+        return seq.unused_ids
+
+    assert asyncio.run(example(20)) <= 21
+    assert asyncio.run(example(50)) <= 51
+
+
+# A program: ("next", k) draws k IDs, ("take", n) one range, ("others", k)
+# is another client taking k IDs (the next block does not continue), and
+# "settle" lets a block fetched ahead land.
+STEPS = st.one_of(
+    st.tuples(st.just("next"), st.sampled_from([1, 3, 10, 30])),
+    st.tuples(st.just("take"), st.sampled_from([1, 5, 20, 40, 50, 100, 300])),
+    st.tuples(st.just("others"), st.integers(1, 5)),
+    st.just("settle"),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(program=st.lists(STEPS, min_size=1, max_size=12))
+def test_next_id_take_and_prefetch_in_any_order_skip_at_most_what_was_used(program):
+    """What a young process skips when it stops, whatever it draws, with
+    prefetch, and with other clients of the counter between its blocks (so
+    that take() passes IDs over): at most what it used, or 15."""
+    backend = MemoryBackend()
+    seq = Sequence(backend, "any")
+    used = 0
+    for step in program:
+        if step == "settle":
+            settled(seq)
+        elif step[0] == "others":
+            backend.answer("any", step[1], idempotency_key=f"other-{backend.calls}")
+        elif step[0] == "next":
+            used += len([seq.next_id() for _ in range(step[1])])
+        else:
+            used += len(seq.take(step[1]))
+    settled(seq)  # the worst moment to stop: a block fetched ahead has landed
+    unused = seq.close()
+    assert unused <= max(INITIAL_BLOCK - 1, used), [(block.start, block.end) for block in backend.blocks]
 
 
 def test_a_burst_asks_for_about_twice_as_many_each_time_11_requests_to_10000():

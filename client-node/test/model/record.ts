@@ -3,17 +3,21 @@
  * after every step (each broken one is a line in `broken`):
  *
  * - no ID is handed out twice, and each came from a block the service
- *   answered with the size asked for;
+ *   answered with the size asked for, above every block answered before;
+ * - a caller is told CounterMovedBack only after a block overlapping one
+ *   answered before was answered; and once one was, no ID of a block
+ *   answered after it is handed out before a caller is told;
  * - calls are served in call order: every ID (or range) a call gets lies
  *   above every one an earlier call got;
  * - no caller is told a failure (CounterExhausted above all) while the IDs
  *   held could serve it: one ID for next(), n in a row for take(n);
  * - every waiting call ends: served, failed, aborted, closed, or told
  *   ServiceUnavailable at its deadline, and never before it for waiting;
- * - no block request brings what the Sequence holds above what it has used
+ * - no block request brings what the Sequence has not handed out of what it
+ *   was given (held, or passed over by take) above what it has handed out
  *   (the start bound, while it applies: after the first block, and until a
- *   capacity refusal), beyond minBlock, a take(n) waiting, or the last
- *   take(n) (blocks are asked for at least that);
+ *   capacity refusal), beyond minBlock or a take(n) waiting; the last
+ *   take(n) asks for more only as far as the bound allows;
  * - once closed, every ID the service took is handed out, reported unused,
  *   or in a block whose answer has not reached the client (lost or still
  *   on the network), across any number of close calls; each close resolves
@@ -43,6 +47,7 @@ const FAILURES = new Set([
   "AbortError",
   "ServiceUnavailable",
   "CounterExhausted",
+  "CounterMovedBack",
   "InvalidRequest",
   "ServiceError",
   "UnexpectedResponse",
@@ -61,10 +66,12 @@ export class Record {
   readonly #handed = new Set<number>();
   #highest = 0;
   #closing: Promise<number> | undefined;
-  /** The last take(n)'s n. */
-  #lastTake = 0;
-  /** What a block request may ask for beyond the bound: the largest take(n) waiting when a block last landed, or called since. */
+  /** What a block request may ask for beyond the bound: the largest take(n) seen waiting since a block last landed. */
   #window = 0;
+  /** Blocks answered that overlap one answered before (the counter moved back). */
+  #movedBack = 0;
+  /** Since the last of them, no caller has been told: the blocks answered since, as [first, last]. */
+  #untold: [number, number][] | null = null;
   #landed = 0;
 
   constructor(seq: Sequence, service: ModelService, timers: ManualTimers) {
@@ -72,17 +79,20 @@ export class Record {
     this.#service = service;
     this.#timers = timers;
     this.#waitTimeout = seq.waitTimeout;
-    service.onDelivered = (block) => {
-      if (!this.closed) this.#delivered.push([Number(block.start), Number(block.end)]);
+    service.onDelivered = (block, usable, movedBack) => {
+      const ids: [number, number] = [Number(block.start), Number(block.end)];
+      if (movedBack) {
+        this.#movedBack += 1;
+        this.#untold = [];
+      } else {
+        this.#untold?.push(ids);
+      }
+      if (usable && !this.closed) this.#delivered.push(ids);
     };
   }
 
   /** Watch a call just made. */
   call(take: boolean, need: number, promise: Promise<number | IdRange<number>>, controller?: AbortController): void {
-    if (take) {
-      this.#lastTake = need;
-      this.#window = Math.max(this.#window, need);
-    }
     const call: Call = { index: this.calls.length, take, need, at: this.#timers.now(), controller, ended: false };
     this.calls.push(call);
     promise.then(
@@ -112,6 +122,9 @@ export class Record {
       if (!this.#delivered.some(([lo, hi]) => lo <= id && id <= hi)) {
         this.broken.push(`${what} got ID ${id}, from no block the service answered with the size asked for`);
       }
+      if (this.#untold?.some(([lo, hi]) => lo <= id && id <= hi)) {
+        this.broken.push(`${what} got ID ${id}, of a block after the counter moved back, before a caller was told`);
+      }
       this.#handed.add(id);
     }
     for (const other of this.calls) {
@@ -132,6 +145,10 @@ export class Record {
     if (!FAILURES.has(name)) this.broken.push(`${what}: ${String(error)}`);
     if (name === "SequenceClosed" && !this.closed) this.broken.push(`${what} before any close()`);
     if (name === "AbortError" && call.controller?.signal.aborted !== true) this.broken.push(`${what}, never aborted`);
+    if (name === "CounterMovedBack") {
+      if (this.#movedBack === 0) this.broken.push(`${what}, and no block overlapped one answered before`);
+      this.#untold = null;
+    }
     const deadline = call.at + this.#waitTimeout;
     if (error instanceof Error && error.message.startsWith("no block for") && this.#timers.now() < deadline) {
       this.broken.push(`${what} at ${this.#timers.now()} s, before its deadline ${deadline} s`);
@@ -192,15 +209,19 @@ export class Record {
     const sizer = this.#seq.sizer;
     const waiting = Math.max(0, ...this.waiting.filter((call) => call.take).map((call) => call.need));
     if (sizer.taken !== this.#landed) {
+      // A block landed: the next request is for the takes waiting now, or those waiting later.
       this.#landed = sizer.taken;
-      this.#window = Math.max(this.#lastTake, waiting);
+      this.#window = waiting;
     }
+    this.#window = Math.max(this.#window, waiting);
     if (this.closed || this.#service.capacityRefused || sizer.taken === 0) return;
-    const held = this.#heldRuns().reduce((total, [lo, hi]) => total + hi - lo + 1, 0);
-    const allowed = Math.max(sizer.minimum, sizer.taken - 2 * held, this.#window, waiting);
+    // Of the IDs of the blocks that landed, those not handed out (held, or
+    // passed over) are at most those handed out: used - (taken - used).
+    const used = this.#handed.size;
+    const allowed = Math.max(sizer.minimum, 2 * used - sizer.taken, this.#window);
     for (const request of this.#service.onNetwork) {
       if (request.count > allowed) {
-        this.broken.push(`a block request for ${request.count} IDs, with ${sizer.taken} taken and ${held} held`);
+        this.broken.push(`a block request for ${request.count} IDs, with ${sizer.taken} taken and ${used} handed out`);
       }
     }
   }

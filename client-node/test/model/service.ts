@@ -3,9 +3,11 @@
  * contract (blocks never overlap and come in order; a key sent again gets
  * the block it took the first time, however the service answers now; a
  * count above MaxBatchSize, or more than the counter has left, is refused)
- * and answers each block request only when the test says how. It also
- * complains of what a client must never do: two block requests on the
- * network at once, or a key sent again with another count.
+ * and answers each block request only when the test says how. Its counter
+ * can move back (a table restored from an earlier backup): it then hands
+ * out again IDs it handed out before. It also complains of what a client
+ * must never do: two block requests on the network at once, or a key sent
+ * again with another count.
  */
 
 import {
@@ -57,8 +59,14 @@ export class ModelService implements Backend {
   readonly complaints: string[] = [];
   /** Whether an answer told the client of a capacity refusal (which lifts its start bound). */
   capacityRefused = false;
-  /** Told each block answered with the size asked for. */
-  onDelivered: (block: Block) => void = () => undefined;
+  /**
+   * Told each block answered: whether the client may hand it out (the size
+   * asked for, above every block answered before), and whether it overlaps
+   * one answered before (the counter moved back).
+   */
+  onDelivered: (block: Block, usable: boolean, movedBack: boolean) => void = () => undefined;
+  /** The highest ID of the blocks answered. */
+  #highest = 0n;
   readonly #max: bigint;
   readonly #maxBatch: number;
   readonly #byKey = new Map<string, Taken>();
@@ -97,6 +105,11 @@ export class ModelService implements Backend {
     this.next += BigInt(count);
   }
 
+  /** The counter moves back `by` IDs (not below 1), as a table restored from an earlier backup. */
+  moveBack(by: number): void {
+    this.next = this.next - BigInt(by) >= 1n ? this.next - BigInt(by) : 1n;
+  }
+
   /** Answer the oldest request on the network as `reply` says; false if there is none. */
   answer(reply: Reply): boolean {
     const request = this.onNetwork.shift();
@@ -133,7 +146,9 @@ export class ModelService implements Backend {
       request.reject(new UnexpectedResponse("an answer the client cannot read"));
     } else {
       taken.delivered = true;
-      if (blockLength(taken.block) === request.count) this.onDelivered(taken.block);
+      const movedBack = taken.block.start <= this.#highest;
+      if (taken.block.end > this.#highest) this.#highest = taken.block.end;
+      this.onDelivered(taken.block, blockLength(taken.block) === request.count && !movedBack, movedBack);
       request.resolve(reply.kind === "throttled" ? { ...taken.block, capacityRefusals: 1 } : taken.block);
     }
     return true;

@@ -1,12 +1,15 @@
 /**
  * What a process skips when it stops: the first block, the start bound
- * (while young, what is held never exceeds what was used) and drain(), on a
+ * (while young, what is held or was passed over never exceeds what was
+ * used, with next(), take(n) and prefetch alike) and drain(), on a
  * MemoryBackend and a clock the test moves. The same against the dev server
  * is in test/devserver/service.test.ts.
  */
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
+
+import fc from "fast-check";
 
 import { blockLength, DRAIN_RUNWAY, INITIAL_BLOCK, Sequence } from "../../src/index.js";
 import { MemoryBackend } from "../../src/testing.js";
@@ -30,6 +33,55 @@ test("a process stopping after any number of IDs skips at most as many, and 10,0
     assert.ok(unused <= Math.max(INITIAL_BLOCK - 1, n), `${n} IDs: ${unused} unused`);
     if (n === 10_000) assert.ok(backend.calls <= 12, `${backend.calls} requests`);
   }
+});
+
+/** Until a block fetched ahead (on the loop's next turn, from a backend that answers at once) has landed. */
+async function settled(): Promise<void> {
+  for (let i = 0; i < 3; i++) await new Promise((resolve) => setImmediate(resolve));
+}
+
+for (const n of [20, 50]) {
+  test(`one ID and a take(${n}), the prefetch given a moment before close, skip at most the ${n + 1} used`, async () => {
+    // Reproduces: the block asked for after the take was the take's size,
+    // whatever the start bound allowed: 35 unused after using 21, 65 after 51.
+    const backend = new MemoryBackend();
+    const seq = new Sequence(backend, "example");
+    await seq.next();
+    await seq.take(n);
+    await settled();
+    const unused = await seq.close();
+    assert.ok(unused <= n + 1, `${unused} unused: ${backend.blocks.map((b) => `${b.start}..${b.end}`).join(", ")}`);
+    assert.equal(backend.handedOut, n + 1 + unused);
+  });
+}
+
+type Step = ["next", number] | ["take", number] | ["others", number] | ["settle"];
+
+const step: fc.Arbitrary<Step> = fc.oneof(
+  fc.tuple(fc.constant("next" as const), fc.constantFrom(1, 3, 10, 30)),
+  fc.tuple(fc.constant("take" as const), fc.constantFrom(1, 5, 20, 40, 50, 100, 300)),
+  fc.tuple(fc.constant("others" as const), fc.integer({ min: 1, max: 5 })),
+  fc.constant<Step>(["settle"]),
+);
+
+test("next(), take(n) and prefetch in any order, with other clients between blocks, skip at most what was used, or 15", async () => {
+  await fc.assert(
+    fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 12 }), async (program) => {
+      const backend = new MemoryBackend();
+      const seq = new Sequence(backend, "any");
+      let used = 0;
+      for (const [what, amount] of program) {
+        if (what === "settle") await settled();
+        else if (what === "others") await backend.allocate("any", amount, { idempotencyKey: `other-${backend.calls}` });
+        else if (what === "next") for (let i = 0; i < amount; i++) used += [await seq.next()].length;
+        else used += (await seq.take(amount)).length;
+      }
+      await settled(); // the worst moment to stop: a block fetched ahead has landed
+      const unused = await seq.close();
+      assert.ok(unused <= Math.max(INITIAL_BLOCK - 1, used), `${unused} unused after ${used} used`);
+    }),
+    { numRuns: 150 },
+  );
 });
 
 test("a script that knows its count takes one block and skips nothing", async () => {

@@ -4,7 +4,8 @@
  * request as the program says (the block, or after throttling; taken with
  * the answer lost or unreadable; of the wrong size; refused for capacity, or
  * with a Retry-After; CounterExhausted or invalid_count when the counter or
- * the service says so), with other clients taking IDs in between. After
+ * the service says so), with other clients taking IDs in between and the
+ * counter moving back (restored from a backup) now and then. After
  * every step the promises of test/model/record.ts are checked; at the end
  * every request is answered and every call must have ended, and a last
  * close() accounts for every ID the service took.
@@ -131,6 +132,11 @@ const othersTake = fc.integer({ min: 1, max: 60 }).map((count) => command(`other
   run.service.othersTake(count);
 }));
 
+// The counter moves back, as a table restored from an earlier backup.
+const moveBack = fc.constantFrom(1, 10, 100).map((by) => command(`moveBack(${by})`, (run) => {
+  run.service.moveBack(by);
+}));
+
 const commands = fc.commands(
   [
     fc.oneof(
@@ -142,6 +148,7 @@ const commands = fc.commands(
       { weight: 8, arbitrary: advance },
       { weight: 16, arbitrary: answer },
       { weight: 2, arbitrary: othersTake },
+      { weight: 1, arbitrary: moveBack },
     ),
   ],
   { maxCommands: 80, size: "large" },
