@@ -39,7 +39,7 @@ own throttling (ThrottlingRateLimit, 500/s by default) are NOT modelled: the
 point here is the counter item; a deployment serving more than those needs
 them raised.
 
-Throttling, as the service does it (idblocks_core.dal.counter_store): a
+Throttling, as the service does it (idblocks_core.dal.dynamodb): a
 throttled write is tried up to THROTTLED_ATTEMPTS (2) times in all, after a
 backoff uniform in [0, 50 ms * 2^(k-1)], while the function's time (the
 template's default FunctionTimeout, 15 s) allows; then the request is
@@ -104,7 +104,7 @@ from idblocks.sequence import MAX_RUNWAY, Sequence, prefetch_tail, smoothed_late
 
 use_core_layer()
 
-from idblocks_core.dal.counter_store import (  # noqa: E402
+from idblocks_core.dal.dynamodb import (  # noqa: E402
     CONNECT_TIMEOUT_SECONDS,
     MIN_READ_TIMEOUT_SECONDS,
     RESPONSE_MARGIN_SECONDS,
@@ -157,7 +157,7 @@ class Model:
     concurrency: int = CONCURRENCY
     function_timeout: float = FUNCTION_TIMEOUT
     # The store's retry of a throttled write: attempts in all, and the
-    # backoff's base (as idblocks_core.dal.counter_store has them).
+    # backoff's base (as idblocks_core.dal.dynamodb has them).
     throttled_attempts: int = THROTTLED_ATTEMPTS
     throttle_backoff_base: float = THROTTLING_BACKOFF_BASE_SECONDS
     next_rate: float = NEXT_RATE

@@ -24,7 +24,9 @@ from scripts.mutant_verdict import verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 STORE = "layers/core/idblocks_core/dal/counter_store.py"
+DYNAMODB = "layers/core/idblocks_core/dal/dynamodb.py"
 NEXT_CACHE = "layers/core/idblocks_core/logic/next_cache.py"
+ALLOCATION = "layers/core/idblocks_core/logic/allocation.py"
 SAR = "scripts/sar_template.py"
 CALLERS_TEMPLATE = "tests/infra/test_callers_template.py"
 # Each function's own Timeout, and the comment before batch's and admin's.
@@ -185,9 +187,75 @@ MUTANTS = [
         ("tests/unit/test_replay.py::test_reused_key_after_an_admin_put_takes_a_new_block",),
     ),
     Mutant(
+        "moved-back-unchecked",
+        "an allocation takes from a counter behind what this environment took: a restore hands IDs out again",
+        STORE,
+        "        if taken_up_to is not None:\n            values[",
+        "        if False:\n            values[",
+        (
+            "tests/unit/test_counter_moved_back.py::"
+            "test_batch_from_a_counter_put_back_to_an_earlier_copy_is_refused_and_hands_out_nothing",
+            "tests/integration/test_counter_moved_back_devserver.py",
+        ),
+    ),
+    Mutant(
+        "moved-back-mark-not-raised-by-cached-next",
+        "a block taken for cached next does not raise the environment's mark: its move back goes unseen",
+        ALLOCATION,
+        "                if not block.replayed:  # a replay repeats an earlier request's block",
+        "                if not block.replayed and not cached_next:",
+        (
+            "tests/unit/test_counter_moved_back.py::"
+            "test_a_block_taken_for_cached_next_from_a_counter_put_back_is_refused",
+            "tests/unit/test_counter_moved_back.py::"
+            "test_a_held_block_dropped_after_the_counter_was_lowered_is_followed_by_a_refusal",
+        ),
+    ),
+    Mutant(
+        "moved-back-refused-after-the-write",
+        "the move back is found after the write took its block: the write's token stays, and a retry of "
+        "the key is answered the refused block",
+        STORE,
+        """            block = self._taken(response["Attributes"], span, written)""",
+        """            block = self._taken(response["Attributes"], span, written)
+            if taken_up_to is not None and block.start <= taken_up_to:
+                raise CounterMovedBack(name, block.start, block.end, taken_up_to)""",
+        (
+            "tests/unit/test_counter_moved_back.py::"
+            "test_a_keyed_batch_refused_never_gets_the_refused_block_on_retry",
+        ),
+    ),
+    Mutant(
+        "moved-back-refused-after-the-write-unconditioned",
+        "(its companion: the write no longer carries the mark)",
+        STORE,
+        "        if taken_up_to is not None:\n            values[",
+        "        if False:\n            values[",
+        (),
+    ),
+    Mutant(
+        "moved-back-mark-lowered",
+        "a write answered after a later one sets the mark to its own, lower, end",
+        "layers/core/idblocks_core/logic/taken_marks.py",
+        "            marks[name] = last_id if mark is None or last_id > mark else mark",
+        "            marks[name] = last_id",
+        (
+            "tests/unit/test_counter_moved_back.py::"
+            "test_writes_answered_out_of_order_neither_refuse_each_other_nor_lower_the_mark",
+        ),
+    ),
+    Mutant(
+        "moved-back-marks-kept-across-restore",
+        "copies restored from one SnapStart snapshot keep the marks of what the snapshot's memory took",
+        "layers/core/idblocks_core/core.py",
+        "    forget_all_taken_marks()\n",
+        "",
+        ("tests/unit/test_counter_moved_back.py::test_a_snapstart_restore_empties_the_marks",),
+    ),
+    Mutant(
         "backoff-past-deadline",
         "the store sleeps a backoff whatever time the invocation has left",
-        STORE,
+        DYNAMODB,
         "            if left is not None and left - delay < _SHORTEST_ATTEMPT_SECONDS:",
         "            if False:",
         ("tests/integration/test_deadline.py::test_the_store_gives_up_before_the_cutoff",),
@@ -1004,6 +1072,7 @@ MUTANTS = [
 TOGETHER = {
     "read-then-write": ["read-then-write-values"],
     "revive-below-mark": ["revive-below-mark-store"],
+    "moved-back-refused-after-the-write": ["moved-back-refused-after-the-write-unconditioned"],
     "timeout-in-globals": [f"timeout-in-globals-{function}" for function in ("next", "batch", "admin")],
     "client-restore-checked-after-signing": ["client-restore-checked-after-signing-not-in-connection"],
     "client-async-restore-checked-after-signing": ["client-async-restore-checked-after-signing-no-trace"],

@@ -38,23 +38,23 @@ def reset_core_caches() -> None:
 @pytest.fixture(scope="session")
 def deployed_boto_config() -> Any:
     """The store's client configuration as deployed, before the tests' change below."""
-    from idblocks_core.dal import counter_store
+    from idblocks_core.dal import dynamodb
 
-    return counter_store.BOTO_CONFIG
+    return dynamodb.BOTO_CONFIG
 
 
 @pytest.fixture(scope="session", autouse=True)
 def requests_checked_against_the_model(deployed_boto_config: Any) -> Iterator[None]:
     """Deployed, the store's client skips botocore's check of each request
-    against DynamoDB's model (counter_store.BOTO_CONFIG says why); in the
+    against DynamoDB's model (dynamodb.BOTO_CONFIG says why); in the
     tests it is on, so every request shape the store sends is checked."""
     from botocore.config import Config
 
-    from idblocks_core.dal import counter_store
+    from idblocks_core.dal import dynamodb
 
-    counter_store.BOTO_CONFIG = deployed_boto_config.merge(Config(parameter_validation=True))
+    dynamodb.BOTO_CONFIG = deployed_boto_config.merge(Config(parameter_validation=True))
     yield
-    counter_store.BOTO_CONFIG = deployed_boto_config
+    dynamodb.BOTO_CONFIG = deployed_boto_config
 
 
 @pytest.fixture(autouse=True)

@@ -8,6 +8,8 @@ import re
 import pytest
 
 from localrun.template import STACK
+from tests.support.metrics import emf_metrics
+from tests.support.restore import refuse_on_both_routes
 from tests.support.sam import translate
 
 ALARMS = {
@@ -17,6 +19,7 @@ ALARMS = {
     "FunctionErrorsAlarm",
     "ApiLatencyAlarm",
     "CounterLowAlarm",
+    "CounterMovedBackAlarm",
 }
 TOPIC = "arn:aws:sns:us-east-1:123456789012:idblocks-alarms"
 
@@ -96,6 +99,63 @@ def test_counter_low_reads_the_metric_the_allocations_emit():
     ]
     assert str(alarm["Threshold"]) == "25"
     assert alarm["ComparisonOperator"] == "LessThanThreshold"
+
+
+def state_after(alarm, minutes: list[dict[str, float]]) -> str:
+    """The state CloudWatch gives ``alarm`` after the last of ``minutes``,
+    each the datapoints of its metrics (by query id) in one period; a metric
+    without a datapoint in a minute is left out. Only what the stack's
+    expression alarms use is read: SUM or MIN over an array (which has a
+    datapoint when any member has one), M of the last N periods, and how
+    missing data is treated."""
+    (returned,) = [query for query in alarm["Metrics"] if query.get("ReturnData", True)]
+    found = re.fullmatch(r"(SUM|MIN)\(\[([\w, ]+)\]\)", returned["Expression"])
+    assert found, returned["Expression"]
+    function, members = {"SUM": sum, "MIN": min}[found[1]], [m.strip() for m in found[2].split(",")]
+    above = {"GreaterThanThreshold": lambda v, t: v > t, "LessThanThreshold": lambda v, t: v < t}
+    compare = above[alarm["ComparisonOperator"]]
+    evaluated = minutes[-int(alarm["EvaluationPeriods"]) :]
+    values = [[minute[m] for m in members if m in minute] for minute in evaluated]
+    breaching = [compare(function(v), float(alarm["Threshold"])) for v in values if v]
+    missing = alarm.get("TreatMissingData", "missing")
+    assert missing == "notBreaching", f"say here how {missing} is treated"
+    breaching += [False] * (len(values) - len(breaching))
+    return (
+        "ALARM" if sum(breaching) >= int(alarm.get("DatapointsToAlarm", alarm["EvaluationPeriods"])) else "OK"
+    )
+
+
+def test_counter_moved_back_reads_the_metric_each_routes_refusal_emits(api, dynamodb, capsys):
+    """The refusals of batch and next, each once: every metric the code
+    emitted for them is one the alarm reads, namespace, name and dimensions."""
+    capsys.readouterr()
+    refuse_on_both_routes(api, dynamodb, "orders")
+    emitted = [
+        (namespace, name, dict(dimensions))
+        for namespace, name, dimensions in emf_metrics(capsys.readouterr().out.splitlines())
+        if name == "CounterMovedBack"
+    ]
+    read = _stats(_alarms(translate())["CounterMovedBackAlarm"])
+    assert len(emitted) == len(read) == 2
+    assert all(stat in read for stat in emitted)
+
+
+@pytest.mark.parametrize(
+    ("minutes", "state"),
+    [
+        ([{}, {}, {}], "OK"),
+        ([{}, {}, {"batchMovedBack": 1}], "ALARM"),
+        ([{}, {"nextMovedBack": 0}, {"nextMovedBack": 1}], "ALARM"),
+        ([{"nextMovedBack": 3}, {}], "OK"),
+    ],
+    ids=["quiet", "one-batch-refusal", "one-next-refusal", "a-minute-after"],
+)
+def test_counter_moved_back_fires_on_the_first_refusal_and_clears_the_minute_after(minutes, state):
+    alarm = _alarms(translate())["CounterMovedBackAlarm"]
+    for query in alarm["Metrics"]:
+        if "MetricStat" in query:
+            assert (query["MetricStat"]["Stat"], query["MetricStat"]["Period"]) == ("Sum", 60)
+    assert state_after(alarm, minutes) == state
 
 
 @pytest.mark.parametrize(("topic", "actions"), [("", None), (TOPIC, [TOPIC])])

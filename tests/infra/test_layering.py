@@ -52,3 +52,21 @@ def test_a_module_imports_only_its_own_folder_and_those_below(path):
     here = path.relative_to(PACKAGE).parts[0].removesuffix(".py")
     upward = [m for m in imports_of(path) if place(m) != here and RANK[place(m)] >= RANK[here]]
     assert not upward, f"{path.relative_to(ROOT)} ({here}) imports upward: {upward}"
+
+
+def aws_sdk_imports_of(path) -> set[str]:
+    """The boto3 and botocore modules a file imports, at any depth of its code."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        names += [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+        found.update(name for name in names if name.split(".")[0] in ("boto3", "botocore"))
+    return found
+
+
+def test_only_the_dynamodb_module_imports_the_aws_sdk():
+    # Given every module of the layer
+    # When each is read for imports of boto3 or botocore
+    importers = {str(path.relative_to(PACKAGE)) for path in MODULES if aws_sdk_imports_of(path)}
+    # Then one module holds the client, its retries and its errors; the store speaks through it
+    assert importers == {"dal/dynamodb.py"}

@@ -13,6 +13,7 @@ import pytest
 from idblocks_core.logic.allocation import ALLOCATION_RECORD
 from localrun.template import STACK
 from tests.support.metrics import dashboard_text, emf_metrics, take_ids_every_way
+from tests.support.restore import refuse_on_both_routes
 from tests.support.sam import translate
 
 FUNCTIONS = {"NextFunction": "next", "BatchFunction": "batch", "AdminFunction": "admin"}
@@ -144,13 +145,15 @@ def _metric_lines(dashboard) -> list[tuple[str, str, dict[str, str], str]]:
     return found
 
 
-def test_the_dashboards_own_metrics_are_what_the_allocations_emit(api, capsys):
+def test_the_dashboards_own_metrics_are_what_the_allocations_emit(api, dynamodb, capsys):
     """Every way of taking IDs run once (batch, next uncached, next from a
-    cache, its block): each metric of the service's namespace on the
-    dashboard is one the code emitted with those dimensions, and every
-    metric the code emitted is on the dashboard."""
+    cache, its block), and of being refused one from a counter that moved
+    back: each metric of the service's namespace on the dashboard is one the
+    code emitted with those dimensions, and every metric the code emitted is
+    on the dashboard."""
     capsys.readouterr()
     take_ids_every_way(api)
+    refuse_on_both_routes(api, dynamodb, "restored")
     emitted = emf_metrics(capsys.readouterr().out.splitlines())
 
     cfn = translate()

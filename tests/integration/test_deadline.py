@@ -25,7 +25,7 @@ import pytest
 import requests
 
 from devserver.process import DevServer
-from idblocks_core.dal import counter_store as store
+from idblocks_core.dal import dynamodb as dynamodb_calls
 from localrun.dynamodb import EmbeddedDynamoDB, client
 from localrun.tables import TABLE_NAMES
 from localrun.template import default_template
@@ -208,10 +208,12 @@ def test_the_store_gives_up_before_the_cutoff(monkeypatch):
     """With a fake clock: an attempt that cannot end before the cut-off is not
     started, and a backoff that would leave no time for one is not slept."""
     now = [100.0]
-    monkeypatch.setattr(store.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(dynamodb_calls.time, "monotonic", lambda: now[0])
     slept: list[float] = []
     monkeypatch.setattr(
-        store.time, "sleep", lambda seconds: (slept.append(seconds), now.__setitem__(0, now[0] + seconds))
+        dynamodb_calls.time,
+        "sleep",
+        lambda seconds: (slept.append(seconds), now.__setitem__(0, now[0] + seconds)),
     )
 
     class Context:
@@ -227,15 +229,15 @@ def test_the_store_gives_up_before_the_cutoff(monkeypatch):
     class SlowClient:
         def get_item(self, **_: Any) -> dict:
             request = Request()
-            store._fit_attempt_to_deadline(request)
+            dynamodb_calls._fit_attempt_to_deadline(request)
             attempts.append(request.context["read_timeout"])
             now[0] += request.context["read_timeout"]  # held until the read timeout
-            raise store.BotoConnectionError(error="read timeout")
+            raise dynamodb_calls.BotoConnectionError(error="read timeout")
 
-    with store.deadline(Context()), pytest.raises(store.BotoCoreError):
-        store.call_dynamodb(SlowClient(), "get_item")
+    with dynamodb_calls.deadline(Context()), pytest.raises(dynamodb_calls.BotoCoreError):
+        dynamodb_calls.call_dynamodb(SlowClient(), "get_item")
     # cut-off at 103.5: 1 s, 1 s, then 0.5 s left for reading; no fourth attempt
     assert len(attempts) == 3
-    assert attempts[-1] < store.READ_TIMEOUT_SECONDS
-    assert now[0] <= 100.0 + 4.0 - store.RESPONSE_MARGIN_SECONDS
+    assert attempts[-1] < dynamodb_calls.READ_TIMEOUT_SECONDS
+    assert now[0] <= 100.0 + 4.0 - dynamodb_calls.RESPONSE_MARGIN_SECONDS
     assert len(slept) == 2

@@ -14,6 +14,7 @@ every ID handed out; a dry run and a second run change nothing."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -165,30 +166,35 @@ def test_recovery_from_the_records_puts_every_counter_above_every_id_handed_out(
 
 
 def test_recovery_from_the_other_table_puts_every_counter_above_its_mark(capsys, restored, aws_for_the_table):
-    # Given the restored table put back again, and the table the stack ran on
+    # Given the restored table put back again, and the table the stack ran on,
+    # served by new function environments: the first test's dev server took
+    # IDs from the table this put back moves behind, and refuses it
+    # (counter_moved_back), as a deployed function environment would
     put_back(restored.dynamodb, RESTORED)
-    live = scan(restored.dynamodb, LIVE)
-    marks = {item["name"]["S"]: int(item["hwm"]["N"]) for item in scan(restored.dynamodb, OLD)}
-    # When a dry run plans from it, Then it changes nothing
-    planned = recover(capsys, restored, "--from-table", OLD, "--dry-run")
-    assert (planned["sources"]["table"], planned["to_change"]) == ({"name": OLD, "counters": 4}, 4)
-    assert scan(restored.dynamodb, LIVE) == live
-    # When it runs
-    recover(capsys, restored, "--from-table", OLD)
-    # Then the counter deleted there is deleted here, with its mark above its IDs
-    assert restored.after.post("/counters/doomed/batch", {"count": 1}).status_code == 404
-    listed = restored.after.get("/admin/counters?deleted=true").json()["counters"]
-    state = {counter["name"]: counter for counter in listed}
-    assert state["doomed"]["deleted"] is True
-    assert state["doomed"]["next"] > marks["doomed"] >= restored.highest["doomed"]
-    # and every other counter hands out only IDs above the table's mark, which
-    # covers every ID handed out, and the blocks held for cached next
-    assert (state["fresh"]["max"], state["fresh"]["cache"]) == (10_000, 3)
-    for name in ("plain", "cached", "fresh"):
-        taken = first_free(restored, name)
-        assert taken > marks[name] >= restored.highest[name], name
-        assert taken % 2 == 1, name
-    # When it runs again, Then nothing changes
-    settled = scan(restored.dynamodb, LIVE)
-    assert recover(capsys, restored, "--from-table", OLD)["to_change"] == 0
-    assert scan(restored.dynamodb, LIVE) == settled
+    with DevServer("--dynamodb-endpoint", restored.endpoint, *REGION) as after:
+        restored = dataclasses.replace(restored, after=after)
+        live = scan(restored.dynamodb, LIVE)
+        marks = {item["name"]["S"]: int(item["hwm"]["N"]) for item in scan(restored.dynamodb, OLD)}
+        # When a dry run plans from it, Then it changes nothing
+        planned = recover(capsys, restored, "--from-table", OLD, "--dry-run")
+        assert (planned["sources"]["table"], planned["to_change"]) == ({"name": OLD, "counters": 4}, 4)
+        assert scan(restored.dynamodb, LIVE) == live
+        # When it runs
+        recover(capsys, restored, "--from-table", OLD)
+        # Then the counter deleted there is deleted here, with its mark above its IDs
+        assert restored.after.post("/counters/doomed/batch", {"count": 1}).status_code == 404
+        listed = restored.after.get("/admin/counters?deleted=true").json()["counters"]
+        state = {counter["name"]: counter for counter in listed}
+        assert state["doomed"]["deleted"] is True
+        assert state["doomed"]["next"] > marks["doomed"] >= restored.highest["doomed"]
+        # and every other counter hands out only IDs above the table's mark, which
+        # covers every ID handed out, and the blocks held for cached next
+        assert (state["fresh"]["max"], state["fresh"]["cache"]) == (10_000, 3)
+        for name in ("plain", "cached", "fresh"):
+            taken = first_free(restored, name)
+            assert taken > marks[name] >= restored.highest[name], name
+            assert taken % 2 == 1, name
+        # When it runs again, Then nothing changes
+        settled = scan(restored.dynamodb, LIVE)
+        assert recover(capsys, restored, "--from-table", OLD)["to_change"] == 0
+        assert scan(restored.dynamodb, LIVE) == settled

@@ -138,7 +138,8 @@ def read_by(cfn: dict[str, Any]) -> dict[str, set[Metric]]:
 
 def main(argv: list[str]) -> None:
     """Take IDs every way as the functions of the stack ``argv`` names
-    (name, region, account), printing their output: EMF lines and logs."""
+    (name, region, account), and be refused by a counter that moved back,
+    printing their output: EMF lines and logs."""
     import os
 
     name, region, account = argv
@@ -156,10 +157,13 @@ def main(argv: list[str]) -> None:
     from moto import mock_aws
 
     from tests.support.api import LocalApi
+    from tests.support.restore import refuse_on_both_routes
 
     with mock_aws():
         create_tables(boto3.client("dynamodb"), template, TABLE_NAMES)
-        take_ids_every_way(LocalApi(template))
+        api = LocalApi(template)
+        take_ids_every_way(api)
+        refuse_on_both_routes(api, boto3.client("dynamodb"), "restored")
 
 
 if __name__ == "__main__":

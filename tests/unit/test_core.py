@@ -199,6 +199,34 @@ def test_a_counter_re_created_while_its_kept_mark_is_raised_is_moved_as_a_live_o
         store.update("orders", next_id=500)
 
 
+def test_a_counter_deleted_and_re_created_under_every_admin_write_is_a_retryable_503(
+    dynamodb, store, monkeypatch
+):
+    """PUT next with deleted, while a delete and a create of the same name
+    alternate faster than its writes: each live write finds it deleted, each
+    raise of the kept mark finds it live again. After its rounds it is
+    ServiceUnavailable (retry), and neither write moved the counter to 50."""
+    store.create("orders", 1, 100)
+    store.delete("orders")
+    real_live, real_raise = store._update_live, store.raise_kept_mark
+
+    def deleted_first(name, **kwargs):
+        if "deleted_at" not in item(dynamodb, name):
+            store.delete(name)
+        return real_live(name, **kwargs)
+
+    def revived_first(name, next_id):
+        store.revive(name, 0, 1, 100)
+        return real_raise(name, next_id)
+
+    monkeypatch.setattr(store, "_update_live", deleted_first)
+    monkeypatch.setattr(store, "raise_kept_mark", revived_first)
+    with pytest.raises(errors.ServiceUnavailable, match="deleted and re-created under every try"):
+        store.update("orders", next_id=50, deleted=True)
+    monkeypatch.undo()
+    assert store.get("orders").next == 1
+
+
 def test_cursor_round_trip():
     key = {"name": {"S": "orders.2026"}}
     assert decode_cursor(encode_cursor(key)) == key

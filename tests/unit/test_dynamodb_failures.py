@@ -12,7 +12,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError, ParamValid
 from botocore.stub import Stubber
 
 from idblocks_core.core import core
-from idblocks_core.dal import counter_store as store
+from idblocks_core.dal import dynamodb as dynamodb_calls
 from idblocks_core.domain.errors import IdBlocksError
 
 THROTTLING = ["ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded"]
@@ -42,7 +42,7 @@ def test_throttling_after_botocore_retries_is_503(api, code, route, backoff_slee
     """Given DynamoDB refusing every attempt with a throttling or 5xx code,
     when a route is called, then it answers a clean 503 after backing off."""
     operation = {"admin-get": "get_item", "admin-list": "scan"}.get(route, "update_item")
-    attempts = store.THROTTLED_ATTEMPTS if code in THROTTLING else store.MAX_ATTEMPTS
+    attempts = dynamodb_calls.THROTTLED_ATTEMPTS if code in THROTTLING else dynamodb_calls.MAX_ATTEMPTS
     with Stubber(core().store.client) as stub:
         for _ in range(attempts):
             stub.add_client_error(operation, service_error_code=code, http_status_code=400)
@@ -60,7 +60,7 @@ def test_a_throttled_write_holds_the_function_for_one_short_retry_not_for_second
     main it tried four times with backoffs of up to 1, 2 and 4 s: one request
     could hold an environment (and its concurrency) for seconds."""
     with Stubber(core().store.client) as stub:
-        for _ in range(store.MAX_ATTEMPTS):
+        for _ in range(dynamodb_calls.MAX_ATTEMPTS):
             stub.add_client_error("update_item", service_error_code=code, http_status_code=400)
         reply = api.call("next-post", name="orders")
     assert_clean_503(reply)
@@ -73,7 +73,7 @@ def test_a_503_names_no_library_class(api):
     a botocore class name, which tells a caller what the service is built
     on. The class stays in the log (the request failed line's cause)."""
     with Stubber(core().store.client) as stub:
-        for _ in range(store.MAX_ATTEMPTS):
+        for _ in range(dynamodb_calls.MAX_ATTEMPTS):
             stub.add_client_error(
                 "update_item", service_error_code="ThrottlingException", http_status_code=400
             )
@@ -122,17 +122,17 @@ def test_a_missing_table_is_a_500_without_details(api):
 
 def test_botocore_makes_one_attempt_and_the_store_retries_within_the_deadline():
     # botocore's own retries could sleep past the function's timeout (its
-    # backoff, a server's x-amz-retry-after); store.call_dynamodb retries
+    # backoff, a server's x-amz-retry-after); dynamodb_calls.call_dynamodb retries
     # instead, and only while the invocation has time left (tests/integration/test_deadline.py)
-    assert store.BOTO_CONFIG.retries["total_max_attempts"] == 1
-    assert store.MAX_ATTEMPTS >= 2
+    assert dynamodb_calls.BOTO_CONFIG.retries["total_max_attempts"] == 1
+    assert dynamodb_calls.MAX_ATTEMPTS >= 2
 
 
 def test_the_tests_check_every_request_against_the_model_which_the_deployed_client_skips(
     dynamodb, deployed_boto_config
 ):
     # Given the store's client as the tests make it
-    client = store.new_dynamodb_client()
+    client = dynamodb_calls.new_dynamodb_client()
     # When a request of the wrong shape is sent, botocore refuses it before sending
     with pytest.raises(ParamValidationError):
         client.update_item(TableName="counters", Key="not a map")

@@ -16,7 +16,7 @@ import pytest
 from botocore.stub import Stubber
 
 from idblocks_core.core import core
-from idblocks_core.dal import counter_store as store
+from idblocks_core.dal import dynamodb as dynamodb_calls
 from idblocks_core.logic.allocation import ALLOCATION_RECORD
 from tests.unit.test_replay import expire_key_records
 
@@ -153,20 +153,21 @@ def test_a_request_that_fails_after_retrying_reports_its_time_with_the_backoff(
     every attempt and the backoff between them, which is where a slow
     request's time went. The backoff's jitter takes its longest draw, so the
     time is exact."""
-    monkeypatch.setattr(store._JITTER, "uniform", lambda low, high: high)
+    monkeypatch.setattr(dynamodb_calls._JITTER, "uniform", lambda low, high: high)
     observed()
     started = clock[0]
     with Stubber(core().store.client) as stub:
-        for _ in range(store.THROTTLED_ATTEMPTS):
+        for _ in range(dynamodb_calls.THROTTLED_ATTEMPTS):
             stub.add_client_error("update_item", service_error_code="ThrottlingException")
         assert timed.call("batch", name="orders", body={"count": 1}).status == 503
         stub.assert_no_pending_responses()
     latency, records = observed()
     assert records == []
     backoff_ms = sum(
-        store.THROTTLING_BACKOFF_BASE_SECONDS * 2 ** (n - 1) for n in range(1, store.THROTTLED_ATTEMPTS)
+        dynamodb_calls.THROTTLING_BACKOFF_BASE_SECONDS * 2 ** (n - 1)
+        for n in range(1, dynamodb_calls.THROTTLED_ATTEMPTS)
     )
-    assert latency == [("batch", round(store.THROTTLED_ATTEMPTS * CALL_MS + backoff_ms * 1000, 3))]
+    assert latency == [("batch", round(dynamodb_calls.THROTTLED_ATTEMPTS * CALL_MS + backoff_ms * 1000, 3))]
     assert latency == [("batch", round((clock[0] - started) * 1000, 3))]
 
 

@@ -11,10 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
-from idblocks_core.dal.counter_store import CounterStore, deadline
+from idblocks_core.dal.counter_store import CounterStore
+from idblocks_core.dal.dynamodb import deadline
 from idblocks_core.logic.admin import CounterAdmin
 from idblocks_core.logic.allocation import IdAllocator
 from idblocks_core.logic.next_cache import forget_all_cached_blocks
+from idblocks_core.logic.taken_marks import forget_all_taken_marks
 from idblocks_core.settings import Settings
 
 # The handlers enter it around each invocation, so that every DynamoDB call
@@ -65,6 +67,8 @@ def reseed_after_restore() -> None:
     # No block is taken at init, so a snapshot holds none; should one ever
     # be, every restored copy would serve the same IDs from it.
     forget_all_cached_blocks()
+    # Nor a mark of what was taken: a restored copy has taken nothing yet.
+    forget_all_taken_marks()
 
 
 def register_restore_hooks() -> bool:

@@ -49,6 +49,7 @@ ALLOCATION_ERRORS = (
     "region_mismatch",
     "request_in_progress",
     "idempotency_key_reused",
+    "counter_moved_back",
 )
 # As template.yaml authenticates: next and batch by ClientAuth, admin always SigV4.
 CLIENT_SECURITY: list[dict[str, list[str]]] = [{"sigv4": []}, {"api_key": []}, {}]

@@ -1,5 +1,6 @@
-"""The counters table: every DynamoDB call the core makes goes through here
-(the Idempotency utility's too, through RetryingClient).
+"""The counters table: the counter store, its item layout and every write
+it makes. Its calls go through dal/dynamodb.py, which owns the client, the
+invocation's deadline, retries and the mapping of DynamoDB's errors.
 
 One item per counter name:
 
@@ -48,109 +49,46 @@ environment whose block expired unused asks whether its write is still the
 counter's last (still_last_allocation: hwm is still the block's end and the
 token still the write's) before serving the rest.
 
-Every error from DynamoDB leaves here as a domain error (see ``domain_error``).
+A function environment that has taken IDs from a counter sends the highest
+of them with every allocation (``taken_up_to``; logic/taken_marks.py keeps
+them), and the write holds only while hwm is at or above it. A counter whose
+item moved back (a table restored from a backup, an item lowered by hand)
+refuses, whole, a block that would hand out IDs again: CounterMovedBack. As a
+condition of the write itself, the refusal takes nothing and writes no token,
+so no retry of the same Idempotency-Key can find the write and replay it.
+
+Every error from DynamoDB leaves here as a domain error (dal/dynamodb.py's
+``domain_error``); a refused condition is not an error but the item as it
+was, from which the store says why it was refused.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
-import functools
 import json
-import random
-import time
-from collections.abc import Iterator, Mapping
-from contextvars import ContextVar
-from dataclasses import dataclass
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import botocore
-import botocore.session
-from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
-from botocore.exceptions import ConnectionError as BotoConnectionError
-
+from idblocks_core.dal.dynamodb import call, conditional_update, new_dynamodb_client, unanswered_attempts
 from idblocks_core.domain.errors import (
     BelowHighWaterMark,
     CacheBelowCount,
     CounterDeleted,
     CounterExhausted,
     CounterExists,
+    CounterMovedBack,
     CounterNotFound,
     CounterWouldMoveBack,
     InvalidInput,
     NextBeyondMax,
     RegionMismatch,
     ServiceUnavailable,
-    StoreFailure,
 )
 from idblocks_core.domain.model import Block, Counter
 from idblocks_core.domain.rules import check_name, first_in_residue
 from idblocks_core.observability import logger
-
-# What bounds a request is the invocation's deadline, not a count of retries.
-# A keyed request makes three DynamoDB calls, five when it creates the
-# counter, and each may be retried; an attempt starts only if it can end
-# before the cut-off (the deadline less RESPONSE_MARGIN_SECONDS), its read
-# timeout is cut to fit, and a backoff that would leave no time for the next
-# attempt is not slept. Whatever DynamoDB does, the request ends before the
-# function's Timeout: with an answer, or a 503 once the time ran out.
-# botocore makes one attempt per call; call_dynamodb does the retrying, so
-# that no sleep of botocore's (its backoff, a server's x-amz-retry-after)
-# can run past the deadline.
-CONNECT_TIMEOUT_SECONDS = 1.0
-READ_TIMEOUT_SECONDS = 1.0
-# Bounds the load a struggling table gets from one call, not its duration.
-MAX_ATTEMPTS = 4
-# A read timeout shorter than this is not worth an attempt.
-MIN_READ_TIMEOUT_SECONDS = 0.2
-_SHORTEST_ATTEMPT_SECONDS = CONNECT_TIMEOUT_SECONDS + MIN_READ_TIMEOUT_SECONDS
-# Kept free at the end of an invocation, for what follows the last call.
-RESPONSE_MARGIN_SECONDS = 0.5
-# Backoff before retry n (1-based): up to BACKOFF_BASE * 2^(n-1) seconds,
-# full jitter; 25 ms as botocore's standard mode uses for DynamoDB errors.
-BACKOFF_BASE_SECONDS = 0.025
-# Throttling means the item (or table) is past its write rate, which does
-# not pass in milliseconds; waiting for it here holds a function environment
-# (concurrency, billed time) while the caller could wait for free. So a
-# throttled call is tried at most THROTTLED_ATTEMPTS times, after one short
-# backoff, then the request is answered 503 with Retry-After and the client
-# backs off (its RetryPolicy). Under a sustained hot key a request then holds
-# its environment for a few DynamoDB round trips, not for seconds
-# (bench/scale.py measures what that does to concurrency).
-THROTTLED_ATTEMPTS = 2
-THROTTLING_BACKOFF_BASE_SECONDS = 0.05
-BOTO_CONFIG = Config(
-    retries={"mode": "standard", "total_max_attempts": 1},
-    connect_timeout=CONNECT_TIMEOUT_SECONDS,
-    read_timeout=READ_TIMEOUT_SECONDS,
-    tcp_keepalive=True,
-    # botocore checks each request against the service model before sending
-    # it: about a tenth of a warm request, for requests whose shape only this
-    # module decides (a caller's values are checked by the domain rules
-    # first). The test suites turn the check on (tests/conftest.py), so every
-    # request shape the store sends is checked there; DynamoDB checks again.
-    parameter_validation=False,
-    # botocore rebuilds its default User-Agent, about forty sanitised parts,
-    # for every request: a sixth of a warm request here (docs/performance.md).
-    # A fixed one is joined once; DynamoDB's logs (CloudTrail's userAgent)
-    # still name the service and botocore's version.
-    user_agent=f"idblocks botocore/{botocore.__version__}",
-)
-
-_THROTTLING_CODES = frozenset(
-    {"ThrottlingException", "ProvisionedThroughputExceededException", "RequestLimitExceeded"}
-)
-_RETRYABLE_CODES = _THROTTLING_CODES | {
-    "InternalServerError",
-    "ServiceUnavailable",
-    "TransactionConflictException",
-}
-# Jitter only: a generator without state of its own, so containers restored
-# from one snapshot do not all back off in step.
-_JITTER = random.SystemRandom()
 
 _NAMES = {
     "#name": "name",
@@ -185,176 +123,6 @@ _ALLOCATION_NAMES = ("#token", "#alloc_at")
 _ALLOCATED = "#updated = :now, #token = :token, #alloc_at = :now"
 
 
-def new_dynamodb_client() -> Any:
-    """A client for the core (build_core makes one per container). The
-    endpoint follows the SDKs' standard configuration (AWS_ENDPOINT_URL_DYNAMODB
-    for local runs). Every call on it, the Idempotency utility's included,
-    keeps to the deadline of the invocation it runs in.
-
-    Made by botocore, which does all of a client's work, without importing
-    boto3 on top of it: boto3 adds resources and S3 transfers this code never
-    uses, and its import was about 20 ms of every cold start."""
-    client = botocore.session.Session().create_client("dynamodb", config=BOTO_CONFIG)
-    client.meta.events.register("before-send.dynamodb", _fit_attempt_to_deadline)
-    return client
-
-
-# -- the invocation's deadline ---------------------------------------------------
-
-# time.monotonic() by which the current invocation is to stop calling DynamoDB;
-# None outside an invocation (scripts, tests of the core), where MAX_ATTEMPTS
-# alone bounds a call.
-_CUTOFF: ContextVar[float | None] = ContextVar("dynamodb_cutoff", default=None)
-
-
-class DeadlineExceeded(BotoCoreError):
-    """The invocation has no time left for another DynamoDB attempt. Not a
-    transient error, to botocore or to call_dynamodb: it ends the call."""
-
-    fmt = "no time left for another DynamoDB attempt before the function's timeout"
-
-
-@contextlib.contextmanager
-def deadline(lambda_context: Any) -> Iterator[None]:
-    """Within this block, DynamoDB calls end before ``lambda_context``'s
-    remaining time runs out (less RESPONSE_MARGIN_SECONDS)."""
-    remaining = getattr(lambda_context, "get_remaining_time_in_millis", None)
-    cutoff = None
-    if remaining is not None:
-        cutoff = time.monotonic() + remaining() / 1000 - RESPONSE_MARGIN_SECONDS
-    token = _CUTOFF.set(cutoff)
-    try:
-        yield
-    finally:
-        _CUTOFF.reset(token)
-
-
-def seconds_left() -> float | None:
-    """Seconds until the current invocation's cut-off; None outside one."""
-    cutoff = _CUTOFF.get()
-    return None if cutoff is None else cutoff - time.monotonic()
-
-
-def _fit_attempt_to_deadline(request: Any, **_: Any) -> None:
-    """botocore's before-send hook: shorten the read timeout of an attempt to
-    what is left before the cut-off, or refuse the attempt (DeadlineExceeded,
-    which botocore does not retry) when too little is left."""
-    left = seconds_left()
-    if left is None:
-        return
-    usable = left - CONNECT_TIMEOUT_SECONDS
-    if usable < MIN_READ_TIMEOUT_SECONDS:
-        raise DeadlineExceeded()
-    request.context["read_timeout"] = min(READ_TIMEOUT_SECONDS, usable)
-
-
-def _transient(exc: Exception) -> bool:
-    if isinstance(exc, ClientError):
-        return _error_code(exc) in _RETRYABLE_CODES
-    # Timeouts, refused and dropped connections, as botocore's standard mode sees them.
-    return isinstance(exc, BotoConnectionError | HTTPClientError)
-
-
-def _backoff(throttled: bool, retry: int) -> float:
-    base = THROTTLING_BACKOFF_BASE_SECONDS if throttled else BACKOFF_BASE_SECONDS
-    return _JITTER.uniform(0, base * 2 ** (retry - 1))
-
-
-def _throttled(exc: Exception) -> bool:
-    return isinstance(exc, ClientError) and _error_code(exc) in _THROTTLING_CODES
-
-
-# How many attempts this context sent that may have been applied, though
-# no answer said so: a timeout, a dropped connection or a 5xx (a throttled
-# attempt was refused, so it is not one). Only ever grows; a caller compares
-# it before and after a call (_noting_gaps).
-_UNANSWERED: ContextVar[int] = ContextVar("unanswered_attempts", default=0)
-
-
-def call_dynamodb(client: Any, operation: str, **kwargs: Any) -> dict[str, Any]:
-    """One DynamoDB call, retried on throttling (THROTTLED_ATTEMPTS in all),
-    5xx and connection errors (MAX_ATTEMPTS) while time is left. Raises the
-    last error otherwise."""
-    for attempt in range(1, MAX_ATTEMPTS + 1):
-        try:
-            response: dict[str, Any] = getattr(client, operation)(**kwargs)  # the client is untyped
-            return response
-        except (ClientError, BotoCoreError) as exc:
-            throttled = _throttled(exc)
-            attempts = THROTTLED_ATTEMPTS if throttled else MAX_ATTEMPTS
-            if not _transient(exc) or attempt >= attempts:
-                raise
-            if not throttled:
-                _UNANSWERED.set(_UNANSWERED.get() + 1)
-            delay = _backoff(throttled, attempt)
-            left = seconds_left()
-            if left is not None and left - delay < _SHORTEST_ATTEMPT_SECONDS:
-                raise
-            time.sleep(delay)
-    raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
-
-
-# -- the time a request spends in DynamoDB ---------------------------------------
-
-
-@dataclass
-class DynamoDbTime:
-    """The DynamoDB calls made within one ``timed_calls`` block: how many,
-    and how long they took, retries and their backoff included."""
-
-    calls: int = 0
-    seconds: float = 0.0
-
-    @property
-    def milliseconds(self) -> float:
-        return round(self.seconds * 1000, 3)
-
-
-# The block the current request's calls are added to; None outside one.
-_SPENT: ContextVar[DynamoDbTime | None] = ContextVar("dynamodb_time", default=None)
-
-
-@contextlib.contextmanager
-def timed_calls() -> Iterator[DynamoDbTime]:
-    """Within this block, every DynamoDB call the core makes (the store's
-    and the Idempotency utility's) adds its time to what it yields."""
-    spent = DynamoDbTime()
-    token = _SPENT.set(spent)
-    try:
-        yield spent
-    finally:
-        _SPENT.reset(token)
-
-
-def timed_call(client: Any, operation: str, **kwargs: Any) -> dict[str, Any]:
-    """call_dynamodb, counted in the enclosing timed_calls block, if any,
-    whether it answers or raises."""
-    spent = _SPENT.get()
-    if spent is None:
-        return call_dynamodb(client, operation, **kwargs)
-    started = time.perf_counter()
-    try:
-        return call_dynamodb(client, operation, **kwargs)
-    finally:
-        spent.calls += 1
-        spent.seconds += time.perf_counter() - started
-
-
-class RetryingClient:
-    """A client as the Idempotency utility gets it: every operation goes
-    through call_dynamodb, so its calls keep to the deadline, are retried
-    like the store's own and count in the request's DynamoDB time."""
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-
-    def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self._client, name)
-        if name.startswith("_") or not callable(attribute):
-            return attribute
-        return functools.partial(timed_call, self._client, name)
-
-
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -369,23 +137,6 @@ def _s(value: str) -> dict[str, str]:
 
 def _names(*placeholders: str) -> dict[str, str]:
     return {p: _NAMES[p] for p in placeholders}
-
-
-def domain_error(exc: ClientError | BotoCoreError) -> ServiceUnavailable | StoreFailure:
-    """What a DynamoDB failure is to the caller, once retries and time are
-    spent. Throttling, 5xx and timeouts (anything botocore raises itself)
-    pass with time: 503. Any other refusal (a missing table, a request
-    DynamoDB calls invalid, denied access) is a bug or a broken deployment:
-    a 500 whose cause is logged. A refused condition is not a failure and
-    never reaches here (see CounterStore._update)."""
-    if isinstance(exc, ClientError) and _error_code(exc) not in _RETRYABLE_CODES:
-        return StoreFailure()
-    # The cause (botocore's class and message) goes to the log, never to the caller.
-    return ServiceUnavailable("DynamoDB is unavailable, try again shortly")
-
-
-def _error_code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
 
 
 def _region_of(item: Mapping[str, Any]) -> tuple[int, int]:
@@ -483,21 +234,12 @@ class CounterStore:
 
     def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
         """One DynamoDB call; every failure leaves as a domain error."""
-        try:
-            return timed_call(self.client, operation, TableName=self.table_name, **kwargs)
-        except (ClientError, BotoCoreError) as exc:
-            raise domain_error(exc) from exc
+        return call(self.client, self.table_name, operation, **kwargs)
 
     def _update(self, **kwargs: Any) -> dict[str, Any]:
         """UpdateItem; when the condition does not hold, returns the item as it
         was (``{}`` if there is none) under ``"failed"`` instead of raising."""
-        try:
-            return self._call("update_item", ReturnValuesOnConditionCheckFailure="ALL_OLD", **kwargs)
-        except StoreFailure as failure:
-            refused = failure.__cause__
-            if isinstance(refused, ClientError) and _error_code(refused) == "ConditionalCheckFailedException":
-                return {"failed": refused.response.get("Item", {})}
-            raise
+        return conditional_update(self.client, self.table_name, **kwargs)
 
     # -- allocation ---------------------------------------------------------
 
@@ -510,10 +252,11 @@ class CounterStore:
         *,
         cached_next: bool = False,
         keyed: bool = False,
+        taken_up_to: int | None = None,
     ) -> Block:
         """Hand out the next ``count`` IDs of ``name``, or raise.
 
-        ``token`` names this allocation. If botocore retries a write whose
+        ``token`` names this allocation. If call_dynamodb retries a write whose
         response was lost, the retry finds its own token on the item and
         returns the range that write took instead of taking a second one;
         ``replay_window`` bounds how old such a write may be.
@@ -526,10 +269,17 @@ class CounterStore:
         another environment, asking another size) a write whose token starts
         ``token/`` is this one's, and a retry gets the block it took, of the
         size it took.
+
+        ``taken_up_to``: the highest ID the caller already took from the
+        counter (logic/taken_marks.py). The write is refused with
+        CounterMovedBack, taking nothing and leaving no token a retry could
+        find, where the counter's last ID is below it: its next block would
+        hand some of those IDs out again. As every ID of a counter is in its
+        residue, hwm >= taken_up_to is "the block starts above it".
         """
         step = self.step
         span = count * step
-        unanswered = _UNANSWERED.get()
+        unanswered = unanswered_attempts()
         names: tuple[str, ...] = (
             "#hwm",
             "#room",
@@ -557,6 +307,9 @@ class CounterStore:
             condition += " AND (attribute_not_exists(#token) OR NOT begins_with(#token, :ours))"
         else:
             condition += " AND (attribute_not_exists(#token) OR #token <> :token)"
+        if taken_up_to is not None:
+            values[":taken"] = _n(taken_up_to)
+            condition += " AND #hwm >= :taken"
         if cached_next and count > 1:
             # Any setting allows one ID; an item from before the setting has
             # no cache_span, reads as cache 1 and allows no more.
@@ -574,7 +327,7 @@ class CounterStore:
             block = self._taken(response["Attributes"], span, written)
         else:
             block = self._refused_allocation(
-                name, response["failed"], span, token, replay_window, cached_next
+                name, response["failed"], span, token, replay_window, cached_next, taken_up_to
             )
         return self._noting_gaps(name, block, unanswered)
 
@@ -603,7 +356,7 @@ class CounterStore:
         unanswered attempt of a replayed block is the one replayed). The store
         cannot tell which; it logs the most they can be, so that every such
         gap below a counter's high-water mark has a line that explains it."""
-        lost = _UNANSWERED.get() - unanswered - block.replayed
+        lost = unanswered_attempts() - unanswered - block.replayed
         if lost > 0:
             logger.warning(
                 "possible gap: unanswered attempts of this allocation may have taken IDs no one holds",
@@ -634,6 +387,7 @@ class CounterStore:
         token: str,
         replay_window: timedelta,
         cached_next: bool = False,
+        taken_up_to: int | None = None,
     ) -> Block:
         """Why an allocation of ``span`` was refused, given the item as it
         was (``{}`` for none): raised as a domain error, or, when the item
@@ -662,6 +416,10 @@ class CounterStore:
                     hwm - taken + step, hwm, replayed=True, step=step, token=found, cache=_cache_of(item)
                 )
             raise StaleToken
+        # Before the setting and the room: a counter behind what was taken
+        # from it is the one thing an operator must hear about.
+        if taken_up_to is not None and hwm < taken_up_to:
+            raise CounterMovedBack(name, hwm + step, hwm + span, taken_up_to)
         if cached_next and _cache_span_of(item, step) < span:
             raise CacheBelowCount(name, count, _cache_of(item))
         raise CounterExhausted(name, count, hwm + step, int(item["max_id"]["N"]), step)

@@ -22,7 +22,7 @@ from aws_lambda_powertools.utilities.idempotency.exceptions import (
     IdempotencyValidationError,
 )
 
-from idblocks_core.dal.counter_store import RetryingClient
+from idblocks_core.dal.dynamodb import RetryingClient
 from idblocks_core.domain.errors import IdempotencyKeyReused, RequestInProgress, ServiceUnavailable
 
 # Fields of the request the use case hands to the idempotent step.

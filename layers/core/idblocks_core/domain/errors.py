@@ -269,6 +269,19 @@ _CATALOGUE = (
         "Report it with the response's time; the function's log has the stack trace.",
     ),
     ErrorCode(
+        "counter_moved_back",
+        500,
+        "The counter's item in DynamoDB is behind an ID this function environment already took from "
+        "it: the table was restored from a backup, or the item was lowered by hand (or deleted, with "
+        "AutoCreateCounters on). The "
+        "allocation was refused; nothing was handed out and the counter was not moved. It is logged, "
+        "counted (the CounterMovedBack metric) and alarmed (CounterMovedBackAlarm).",
+        "no",
+        "Do not retry: every retry is refused, or (in an environment that never took from the counter) "
+        "hands out IDs that were handed out before. An operator moves the counter above every ID it "
+        "handed out (PUT next, or idblocks recover) before it is used again.",
+    ),
+    ErrorCode(
         "service_unavailable",
         503,
         "DynamoDB throttled or failed after botocore's own retries, or a cached counter's setting "
@@ -435,6 +448,26 @@ class BelowHighWaterMark(Conflict):
             f"(no ID up to it is handed out again, whether it was handed out or skipped); "
             f"{field} must be above {high_water_mark}, not {value}"
         )
+
+
+class CounterMovedBack(IdBlocksError):
+    """The counter's item is behind an ID this environment already took from
+    it (logic/taken_marks.py): an allocation from it would hand out IDs
+    again. Nothing was taken."""
+
+    code = "counter_moved_back"
+
+    def __init__(self, name: str, first_id: int, last_id: int, taken_up_to: int) -> None:
+        ids = f"ID {first_id}" if first_id == last_id else f"IDs {first_id}..{last_id}"
+        super().__init__(
+            f"counter '{name}' moved back (restored from a backup, or changed by hand): it would hand out "
+            f"{ids}, at or below {taken_up_to}, the highest ID this function environment already took "
+            f"from it; nothing was handed out"
+        )
+        self.name = name
+        self.first_id = first_id
+        self.last_id = last_id
+        self.taken_up_to = taken_up_to
 
 
 class ServiceUnavailable(IdBlocksError):

@@ -23,6 +23,10 @@ and key, fresh or replayed. It is what answers "who took ID X" from
 CloudWatch Logs (the saved queries in template.yaml); a failed request is
 handed nothing and leaves none.
 
+Every fresh allocation is refused, taking nothing, where the counter is
+behind an ID this environment already took from it: its item moved back
+(logic/taken_marks.py says how, and what that check cannot see).
+
 The time a request spends in DynamoDB (every call, retries included) is in
 its record and, when it made any call, in the DynamoDbLatency metric of its
 route, failed requests included: what a trace's DynamoDB subsegment showed,
@@ -42,11 +46,13 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from idblocks_core.dal.counter_store import CounterStore, DynamoDbTime, StaleToken, timed_calls
-from idblocks_core.domain.errors import CounterDeleted, CounterExists, CounterNotFound
+from idblocks_core.dal.counter_store import CounterStore, StaleToken
+from idblocks_core.dal.dynamodb import DynamoDbTime, timed_calls
+from idblocks_core.domain.errors import CounterDeleted, CounterExists, CounterMovedBack, CounterNotFound
 from idblocks_core.domain.model import Block
 from idblocks_core.domain.rules import DEFAULT_MAX_ID, check_count, check_idempotency_key, check_name
 from idblocks_core.logic.next_cache import NextCache, Served
+from idblocks_core.logic.taken_marks import TakenMarks
 from idblocks_core.observability import logger, metrics
 
 # Allocation may have to create the counter first and then try again; a few
@@ -114,6 +120,8 @@ class IdAllocator:
         self._once: Callable[..., dict[str, int]] | None = None
         self._idempotency_config: Any = None
         self.next_cache = NextCache(self._reserve_for_next, store.still_last_allocation)
+        # What this environment took from each counter, to refuse one that moved back.
+        self.taken = TakenMarks()
 
     def hand_out(
         self,
@@ -320,14 +328,29 @@ class IdAllocator:
         ``token`` identifies the request (derived from its Idempotency-Key):
         repeating an allocation with the same token, while nothing else has
         written to the counter, returns the same block rather than a new one.
+
+        A counter behind what this environment already took from it is
+        refused (CounterMovedBack, logged and counted) and nothing is taken
+        (logic/taken_marks.py).
         """
         keyed, token = token is not None, token or new_token()
+        # Read before the write: only what was applied before it counts.
+        taken_up_to = self.taken.mark(name)
         for round_ in range(_ALLOCATION_ROUNDS):
             last_round = round_ == _ALLOCATION_ROUNDS - 1
             try:
-                return self.store.reserve_block(
-                    name, count, token, self.replay_window, cached_next=cached_next, keyed=keyed
+                block = self.store.reserve_block(
+                    name,
+                    count,
+                    token,
+                    self.replay_window,
+                    cached_next=cached_next,
+                    keyed=keyed,
+                    taken_up_to=taken_up_to,
                 )
+            except CounterMovedBack as refused:
+                self._report_moved_back(refused)
+                raise
             except StaleToken:
                 keyed, token = False, new_token()
             except CounterDeleted:
@@ -338,7 +361,25 @@ class IdAllocator:
                 if last_round:
                     raise
                 self._create_for_allocation(name)
+            else:
+                if not block.replayed:  # a replay repeats an earlier request's block
+                    self.taken.took(name, block.end)
+                return block
         raise AssertionError("unreachable: the last round re-raises")  # pragma: no cover
+
+    @staticmethod
+    def _report_moved_back(refused: CounterMovedBack) -> None:
+        """Loud: an operator must move the counter above every ID it handed
+        out before anyone uses it again (CounterMovedBackAlarm fires on one)."""
+        logger.error(
+            "counter moved back: allocation refused",
+            counter=refused.name,
+            first_id=refused.first_id,
+            last_id=refused.last_id,
+            taken_up_to=refused.taken_up_to,
+        )
+        metrics.add_metric(name="CounterMovedBack", unit=MetricUnit.Count, value=1)
+        metrics.add_metadata(key="counter", value=refused.name)
 
     def _create_for_allocation(self, name: str) -> None:
         # Created or deleted meanwhile: the next round sees which.
