@@ -147,8 +147,13 @@ def api(dynamodb: Any, template: Template) -> LocalApi:
 
 
 def scan_all(client: Any, logical_id: str) -> list[dict[str, Any]]:
+    return scan_table(client, TABLE_NAMES[logical_id])
+
+
+def scan_table(client: Any, table_name: str) -> list[dict[str, Any]]:
+    """Every item of a table, page after page, read consistently."""
     items: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {"TableName": TABLE_NAMES[logical_id], "ConsistentRead": True}
+    kwargs: dict[str, Any] = {"TableName": table_name, "ConsistentRead": True}
     while True:
         page = client.scan(**kwargs)
         items.extend(page["Items"])

@@ -27,6 +27,7 @@ from idblocks import cli
 from localrun.dynamodb import LOCAL_CREDENTIALS, EmbeddedDynamoDB, client
 from localrun.tables import TABLE_NAMES
 from localrun.template import default_template
+from tests.conftest import scan_table
 
 LIVE = TABLE_NAMES["CountersTable"]
 RESTORED = "counters-at-the-restore-point"
@@ -35,13 +36,7 @@ REGION = ("--parameter", "RegionCount=2", "--parameter", "RegionIndex=1")
 
 
 def scan(dynamodb: Any, table: str) -> list[dict[str, Any]]:
-    items, request = [], {"TableName": table, "ConsistentRead": True}
-    while True:
-        page = dynamodb.scan(**request)
-        items += page["Items"]
-        if "LastEvaluatedKey" not in page:
-            return sorted(items, key=lambda item: item["name"]["S"])
-        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return sorted(scan_table(dynamodb, table), key=lambda item: item["name"]["S"])
 
 
 def copy_of_live(dynamodb: Any, table: str) -> None:

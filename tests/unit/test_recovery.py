@@ -15,7 +15,7 @@ from idblocks import recovery
 from idblocks.counters_table import StoredCounter, TableError, read_counters
 from idblocks.errors import ServiceUnavailable
 from idblocks.recovery import HereCounter, Step, plan
-from tests.conftest import TABLE_NAMES, reset_core_caches
+from tests.conftest import TABLE_NAMES, reset_core_caches, scan_table
 from tests.support.local_backend import LocalBackend
 
 COUNTERS = TABLE_NAMES["CountersTable"]
@@ -131,13 +131,7 @@ def test_counters_no_source_names_are_left_alone():
 
 
 def scan(client, table: str) -> list[dict]:
-    items, kwargs = [], {"TableName": table, "ConsistentRead": True}
-    while True:
-        page = client.scan(**kwargs)
-        items += page["Items"]
-        if "LastEvaluatedKey" not in page:
-            return sorted(items, key=lambda item: item["name"]["S"])
-        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return sorted(scan_table(client, table), key=lambda item: item["name"]["S"])
 
 
 def restore(client, items: list[dict]) -> None:
